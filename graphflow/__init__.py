@@ -1,0 +1,36 @@
+"""graphflow: a small, fast dataflow engine with TensorFlow's graph-mode semantics.
+
+Build a graph with a :class:`Scope`, run it with a :class:`Session`::
+
+    import graphflow as gf
+    g = gf.Graph(); scope = gf.Scope(g)
+    out = scope.scatter_nd([[4], [3], [1], [7]], [9, 10, 11, 12], [8])
+    with gf.Session(g) as sess:
+        print(sess.run(out))   # [ 0 11  0 10  9  0  0 12]
+"""
+from __future__ import annotations
+
+from . import errors
+from .dtypes import (DType, as_dtype, bool_, complex64, complex128, float16, float32, float64,
+                     int8, int16, int32, int64, string, uint8, uint16, uint32, uint64)
+from .graph import Graph, Operation, Output
+from .registry import (Attr, BoolAttr, FloatAttr, IntAttr, IntListAttr, OpDef, ShapeAttr,
+                       StringAttr, TensorAttr, TypeAttr, op_def, register_op, registered_ops)
+from .scope import Scope
+from .shapes import TensorShape
+
+bool = bool_  # noqa: A001 - gf.bool, as tf.bool
+
+from . import ops  # noqa: E402  (registers the operator set)
+from .runtime import Session, SessionConfig, list_devices  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DType", "Graph", "Operation", "Output", "Scope", "Session", "SessionConfig", "TensorShape",
+    "Attr", "TypeAttr", "IntAttr", "BoolAttr", "FloatAttr", "StringAttr", "ShapeAttr",
+    "TensorAttr", "IntListAttr", "OpDef", "register_op", "op_def", "registered_ops",
+    "as_dtype", "errors", "list_devices", "ops",
+    "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+    "uint32", "uint64", "bool", "complex64", "complex128", "string",
+]

@@ -1,0 +1,218 @@
+"""The symbolic graph: Graph, Operation and Output.
+
+A Graph only grows: an Operation is immutable once created, and it is always
+created after its inputs, so insertion order is a topological order.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from .dtypes import DType
+from .errors import InvalidArgumentError, NotFoundError
+from .shapes import TensorShape
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .registry import OpDef
+
+_VALID_OP_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
+
+
+class Output:
+    """One output of an Operation: a symbolic handle on a tensor (``op:idx``)."""
+
+    __slots__ = ("op", "index", "dtype", "shape")
+
+    def __init__(self, op: "Operation", index: int, dtype: DType, shape: TensorShape):
+        self.op = op
+        self.index = index
+        self.dtype = dtype
+        self.shape = shape
+
+    @property
+    def name(self) -> str:
+        return f"{self.op.name}:{self.index}"
+
+    @property
+    def graph(self) -> "Graph":
+        return self.op.graph
+
+    @property
+    def device(self) -> str:
+        return self.op.device
+
+    def as_output(self) -> "Output":
+        return self
+
+    def consumers(self) -> list["Operation"]:
+        """The operations that read this output, in creation order."""
+        return [op for op in self.op.graph.operations() if any(i is self for i in op.inputs)]
+
+    def __repr__(self) -> str:
+        return f"<gf.Output '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
+
+
+class Operation:
+    """A node: its type, name, inputs, control inputs, attrs, requested device, outputs."""
+
+    __slots__ = ("graph", "name", "op_def", "inputs", "arg_lengths", "control_inputs",
+                 "attrs", "device", "outputs", "site", "_id", "_const_cache", "__weakref__")
+
+    def __init__(self, graph: "Graph", name: str, op_def: "OpDef", inputs: Iterable[Output],
+                 arg_lengths: tuple[int, ...], control_inputs: Iterable["Operation"],
+                 attrs: Mapping[str, Any], device: str, site: str):
+        self.graph = graph
+        self.name = name
+        self.op_def = op_def
+        self.inputs = tuple(inputs)
+        self.arg_lengths = arg_lengths  # number of flat inputs behind each declared input arg
+        self.control_inputs = tuple(control_inputs)
+        self.attrs = MappingProxyType(dict(attrs))
+        self.device = device
+        self.outputs: tuple[Output, ...] = ()
+        self.site = site
+        self._id = -1
+        self._const_cache: dict[int, Any] = {}
+
+    @property
+    def type(self) -> str:
+        return self.op_def.name
+
+    def output(self, index: int = 0) -> Output:
+        return self.outputs[index]
+
+    def get_attr(self, name: str) -> Any:
+        try:
+            return self.attrs[name]
+        except KeyError:
+            raise NotFoundError(f"Operation '{self.name}' has no attr named '{name}'") from None
+
+    def grouped_inputs(self) -> list:
+        """Inputs per declared argument: an Output, or a list for list arguments."""
+        groups, start = [], 0
+        for spec, n in zip(self.op_def.inputs, self.arg_lengths):
+            chunk = self.inputs[start:start + n]
+            groups.append(list(chunk) if spec.is_list else chunk[0])
+            start += n
+        return groups
+
+    def __repr__(self) -> str:
+        return f"<gf.Operation '{self.name}' type={self.type}>"
+
+
+class Graph:
+    """A growing set of operations with unique names; safe to build from many threads."""
+
+    def __init__(self):
+        self._ops: list[Operation] = []
+        self._by_name: dict[str, Operation] = {}
+        self._used_names: dict[str, int] = {}
+        self._lock = threading.RLock()
+
+    # -- naming ------------------------------------------------------------
+    def unique_name(self, name: str) -> str:
+        """Reserve and return ``name``, or ``name_1``, ``name_2``... if taken."""
+        if not _VALID_OP_NAME.match(name):
+            raise InvalidArgumentError(f"'{name}' is not a valid node name")
+        with self._lock:
+            if name not in self._used_names:
+                self._used_names[name] = 1
+                return name
+            i = self._used_names[name]
+            while f"{name}_{i}" in self._used_names:
+                i += 1
+            self._used_names[name] = i + 1
+            unique = f"{name}_{i}"
+            self._used_names[unique] = 1
+            return unique
+
+    # -- building ----------------------------------------------------------
+    def _add(self, op: Operation, dtypes: list[DType], shapes: list[TensorShape]) -> Operation:
+        op.outputs = tuple(Output(op, i, dt, sh) for i, (dt, sh) in enumerate(zip(dtypes, shapes)))
+        with self._lock:
+            if op.name in self._by_name:
+                raise InvalidArgumentError(f"Duplicate node name in graph: '{op.name}'")
+            op._id = len(self._ops)
+            self._ops.append(op)
+            self._by_name[op.name] = op
+        return op
+
+    # -- queries -----------------------------------------------------------
+    def operations(self) -> list[Operation]:
+        with self._lock:
+            return list(self._ops)
+
+    def operation(self, name: str) -> Operation:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise NotFoundError(f"The name '{name}' refers to an Operation not in the graph.") from None
+
+    def output(self, name: str) -> Output:
+        """The Output named ``op:idx`` (``op`` alone means ``op:0``)."""
+        op_name, _, idx = name.partition(":")
+        op = self.operation(op_name)
+        index = int(idx) if idx else 0
+        if not 0 <= index < len(op.outputs):
+            raise NotFoundError(f"The name '{name}' refers to an output that does not exist: "
+                                f"operation '{op_name}' has {len(op.outputs)} outputs.")
+        return op.outputs[index]
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._by_name
+
+    def to_networkx(self):
+        """A networkx.DiGraph: one node per op; data edges (kind='data', with the
+        output and input indices) and control edges (kind='control')."""
+        import networkx as nx
+
+        g = nx.DiGraph()
+        for op in self.operations():
+            g.add_node(op.name, type=op.type, device=op.device,
+                       dtypes=[o.dtype.name for o in op.outputs],
+                       shapes=[str(o.shape) for o in op.outputs])
+        for op in self.operations():
+            for in_index, src in enumerate(op.inputs):
+                if g.has_edge(src.op.name, op.name):
+                    g.edges[src.op.name, op.name]["tensors"].append((src.index, in_index))
+                else:
+                    g.add_edge(src.op.name, op.name, kind="data", tensors=[(src.index, in_index)])
+            for ctrl in op.control_inputs:
+                if not g.has_edge(ctrl.name, op.name):
+                    g.add_edge(ctrl.name, op.name, kind="control", tensors=[])
+        return g
+
+
+# -- creation sites -----------------------------------------------------------
+_PACKAGE_DIRS: tuple[str, ...] | None = None
+
+
+def _package_dirs() -> tuple[str, ...]:
+    global _PACKAGE_DIRS
+    if _PACKAGE_DIRS is None:
+        dirs = {os.path.dirname(os.path.abspath(__file__))}
+        for name in ("graphflow.ops", "graphflow.runtime"):
+            module = sys.modules.get(name)
+            if module is not None and getattr(module, "__file__", None):
+                dirs.add(os.path.dirname(os.path.abspath(module.__file__)))
+        _PACKAGE_DIRS = tuple(d + os.sep for d in dirs)
+    return _PACKAGE_DIRS
+
+
+def user_site() -> str:
+    """``file:line`` of the first frame outside graphflow: where the user built the op."""
+    dirs = _package_dirs()
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(dirs) and not filename.startswith("<frozen"):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"

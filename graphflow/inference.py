@@ -1,0 +1,169 @@
+"""Build-time knowledge about values: the context shape functions see, and the
+partial evaluation of constant inputs (TensorFlow's ``InferenceContext`` with
+``input_tensor`` and ``MakeShapeFromShapeTensor``)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .dtypes import DType
+from .errors import InvalidArgumentError
+from .kernel_context import KernelContext
+from .shapes import TensorShape
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .graph import Output
+    from .registry import OpDef
+
+#: Largest constant (in elements) that shape inference evaluates at build time.
+MAX_FOLDED_ELEMENTS = 1 << 16
+
+
+class ShapeContext:
+    """Inputs, attrs and constant values of the node whose shapes are inferred."""
+
+    def __init__(self, op_def: "OpDef", node_name: str, groups: list, attrs: dict[str, Any]):
+        self.op_def = op_def
+        self.op_name = node_name
+        self._groups = {spec.name: g for spec, g in zip(op_def.inputs, groups)}
+        self.attrs = attrs
+
+    def attr(self, name: str) -> Any:
+        return self.attrs[name]
+
+    def input(self, name: str):
+        return self._groups[name]
+
+    def shape(self, name: str):
+        g = self._groups[name]
+        return [o.shape for o in g] if isinstance(g, list) else g.shape
+
+    def dtype(self, name: str) -> DType:
+        g = self._groups[name]
+        return g[0].dtype if isinstance(g, list) else g.dtype
+
+    def value(self, name: str):
+        """The input's value if it is known at build time, else None."""
+        g = self._groups[name]
+        return [constant_value(o) for o in g] if isinstance(g, list) else constant_value(g)
+
+    def shape_value(self, name: str) -> TensorShape:
+        """The shape that the 1-D integer input ``name`` describes, as far as known."""
+        return shape_from_tensor(self._groups[name])
+
+    def error(self, message: str) -> InvalidArgumentError:
+        return InvalidArgumentError(message)
+
+    def merge(self, a: TensorShape, b: TensorShape, message: str) -> TensorShape:
+        """``a.merge_with(b)``, or an InvalidArgumentError stating ``message``."""
+        try:
+            return a.merge_with(b)
+        except ValueError as e:
+            raise InvalidArgumentError(f"{message}: {e}") from None
+
+
+def constant_value(output: "Output") -> np.ndarray | None:
+    """The value of ``output`` if it can be computed at build time, else None.
+
+    Consts give their value; Shape/Size/Rank give what the static shape fixes;
+    any other pure op whose inputs are all small constants is evaluated with
+    its CPU kernel.
+    """
+    op = output.op
+    cache = op._const_cache
+    if output.index in cache:
+        return cache[output.index]
+    value = _compute_constant(output)
+    cache[output.index] = value
+    return value
+
+
+def _compute_constant(output: "Output") -> np.ndarray | None:
+    op = output.op
+    if op.type == "Const":
+        return op.attrs["value"]
+    if op.type in ("Shape", "Size", "Rank"):
+        shape = op.inputs[0].shape
+        out_type = op.attrs.get("out_type")
+        np_type = out_type.as_numpy_dtype if out_type is not None else np.int32
+        if op.type == "Rank":
+            return None if shape.rank is None else np.array(shape.rank, np.int32)
+        if op.type == "Size":
+            n = shape.num_elements()
+            return None if n is None else np.array(n, np_type)
+        return np.array(shape.as_list(), np_type) if shape.is_fully_defined() else None
+    if op.op_def.stateful or op.type in ("Placeholder",):
+        return None
+    values = []
+    for inp in op.inputs:
+        v = constant_value(inp)
+        if v is None or v.size > MAX_FOLDED_ELEMENTS:
+            return None
+        values.append(v)
+    kernel = op.op_def.find_kernel("cpu", dict(op.attrs))
+    if kernel is None:
+        return None
+    ctx = KernelContext(op.name, op.type, op.attrs)
+    args, start = [], 0
+    for spec, n in zip(op.op_def.inputs, op.arg_lengths):
+        args.append(values[start:start + n] if spec.is_list else values[start])
+        start += n
+    try:
+        with np.errstate(all="ignore"):
+            result = kernel.fn(ctx, *args)
+    except Exception:  # noqa: BLE001 - the same error is reported when the graph runs
+        return None
+    results = list(result) if len(op.outputs) != 1 else [result]
+    for out, r in zip(op.outputs, results):
+        r = np.asarray(r)
+        if r.size > MAX_FOLDED_ELEMENTS:
+            return None
+        r.flags.writeable = False
+        op._const_cache[out.index] = r
+    return op._const_cache.get(output.index)
+
+
+def shape_from_tensor(output: "Output") -> TensorShape:
+    """TensorFlow's MakeShapeFromShapeTensor: the (partial) shape a 1-D int tensor holds.
+
+    A constant gives a full shape (-1 marks an unknown dim); a Pack of scalars
+    gives one dim per known scalar; a ConcatV2 concatenates its parts; a Shape
+    op gives its input's static shape; otherwise only the length is known.
+    """
+    value = constant_value(output)
+    if value is not None:
+        if value.ndim == 0:
+            if int(value) == -1:
+                return TensorShape(None)
+            raise InvalidArgumentError(
+                f"Shape must be a vector, got a scalar {int(value)}")
+        if value.ndim != 1:
+            raise InvalidArgumentError(f"Shape must be a vector, got shape {list(value.shape)}")
+        dims = []
+        for d in value.tolist():
+            if d < -1:
+                raise InvalidArgumentError(f"Dimension {d} must be >= -1 in shape {value.tolist()}")
+            dims.append(None if d == -1 else int(d))
+        return TensorShape(dims)
+    op = output.op
+    if op.type == "Pack" and op.attrs.get("axis", 0) == 0 and all(i.shape.rank == 0 for i in op.inputs):
+        dims = []
+        for scalar in op.inputs:
+            v = constant_value(scalar)
+            dims.append(None if v is None or int(v) < 0 else int(v))
+        return TensorShape(dims)
+    if op.type == "ConcatV2":
+        axis = constant_value(op.inputs[-1])
+        if axis is not None and int(axis) in (0, -1):
+            result = TensorShape([])
+            for part in op.inputs[:-1]:
+                result = result.concatenate(shape_from_tensor(part))
+            return result
+    if op.type == "Shape":
+        return op.inputs[0].shape
+    if op.type == "Cast":
+        return shape_from_tensor(op.inputs[0])
+    if output.shape.rank == 1 and output.shape[0] is not None:
+        return TensorShape.unknown(output.shape[0])
+    return TensorShape(None)

@@ -1,0 +1,66 @@
+"""What a kernel sees besides its input arrays: attrs, node name, device, and
+whether it may write into an input's buffer."""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Mapping
+
+import numpy as np
+
+from .errors import ResourceExhaustedError
+
+
+class KernelContext:
+    """Per-node, per-plan context passed as the first argument of every kernel.
+
+    ``forwardable[i]`` is decided once, when the plan is compiled: input ``i`` is
+    produced by a kernel into a fresh buffer, is read by this node only, and is
+    neither fed nor fetched. The buffer must also be writeable at run time:
+    constants and feeds reach kernels as read-only views, so they never qualify.
+    """
+
+    __slots__ = ("node_name", "op_type", "attrs", "device", "xp", "config",
+                 "forwardable", "forward_counter", "memory_limit")
+
+    def __init__(self, node_name: str, op_type: str, attrs: Mapping[str, Any], *,
+                 device=None, xp=np, config=None, forwardable: tuple[bool, ...] = (),
+                 forward_counter: "itertools.count | None" = None,
+                 memory_limit: int | None = None):
+        self.node_name = node_name
+        self.op_type = op_type
+        self.attrs = attrs
+        self.device = device
+        self.xp = xp
+        self.config = config
+        self.forwardable = forwardable
+        self.forward_counter = forward_counter
+        self.memory_limit = memory_limit
+
+    @property
+    def deterministic(self) -> bool:
+        return bool(getattr(self.config, "deterministic", False))
+
+    def can_forward(self, index: int, array) -> bool:
+        return (index < len(self.forwardable) and self.forwardable[index]
+                and array.flags.writeable and array.base is None)
+
+    def forward_or_copy(self, index: int, array):
+        """``array`` itself when input ``index`` may be overwritten, else a copy."""
+        if self.can_forward(index, array):
+            if self.forward_counter is not None:
+                next(self.forward_counter)
+            return array
+        self.check_allocation(array.size, array.dtype)
+        return array.copy()
+
+    def check_allocation(self, num_elements: int, dtype) -> None:
+        """Raise ResourceExhaustedError before allocating past the memory limit."""
+        limit = self.memory_limit
+        if limit is None:
+            return
+        itemsize = np.dtype(dtype).itemsize if dtype is not object else 8
+        nbytes = int(num_elements) * itemsize
+        if nbytes > limit:
+            raise ResourceExhaustedError(
+                f"OOM when allocating tensor with {int(num_elements)} elements of type "
+                f"{np.dtype(dtype).name} ({nbytes} bytes; memory limit {limit} bytes)")

@@ -1,0 +1,365 @@
+"""One declaration per op: signature, shape function and kernels per device.
+
+Everything else about an op (the ``Scope`` builder method, the TF-Java-style
+class in ``graphflow.ops``, ``gf.op_def(name)``) is derived from its OpDef::
+
+    ScatterNd = register_op(
+        "ScatterNd",
+        inputs=["indices: Tindices", "updates: T", "shape: Tindices"],
+        outputs=["output: T"],
+        attrs={"T": TypeAttr(), "Tindices": TypeAttr(INDEX_TYPES),
+               "bad_indices_policy": StringAttr("", BAD_INDICES_POLICIES)},
+        doc="zeros(shape), then updates added at indices.")
+
+    @ScatterNd.shape_fn
+    def _(ctx): ...
+
+    @ScatterNd.kernel("cpu")
+    def _(ctx, indices, updates, shape): ...
+
+Argument specs read like TensorFlow's REGISTER_OP: ``"x: T"`` (dtype from a
+type attr), ``"partitions: int32"`` (fixed dtype), ``"data: N * T"`` (a list
+whose length is the int attr N), ``"outputs: num_partitions * T"``.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from . import dtypes as _dt
+from .dtypes import DType, as_dtype
+from .errors import InvalidArgumentError, InvalidDTypeError, NotFoundError
+from .shapes import TensorShape, as_shape
+
+_REQUIRED = object()
+
+
+# -- attrs ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Attr:
+    """An attribute: its kind, default, and the values it accepts."""
+
+    kind: str                      # type | int | bool | string | float | shape | tensor | list(int)
+    default: Any = _REQUIRED
+    allowed: tuple | None = None   # allowed values (dtypes for kind "type")
+    minimum: int | None = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is _REQUIRED
+
+    def describe(self) -> str:
+        kind = self.kind
+        if self.allowed is not None:
+            kind = "{" + ", ".join(str(a) if not isinstance(a, str) else repr(a)
+                                   for a in self.allowed) + "}"
+        if self.minimum is not None:
+            kind += f" >= {self.minimum}"
+        if not self.required:
+            kind += f" = {self.default!r}" if self.kind != "type" else f" = {self.default}"
+        return kind
+
+    def coerce(self, name: str, value: Any, op_name: str) -> Any:
+        """Check ``value`` against this attr and return its canonical form."""
+        def bad(msg, cls=InvalidArgumentError):
+            return cls(f"Attr '{name}' of '{op_name}' Op: {msg}")
+
+        if self.kind == "type":
+            try:
+                value = as_dtype(value)
+            except TypeError as e:
+                raise bad(str(e), InvalidDTypeError) from None
+            if self.allowed is not None and value not in self.allowed:
+                raise InvalidDTypeError(
+                    f"Value for attr '{name}' of {value.name} is not in the list of allowed "
+                    f"values: {', '.join(t.name for t in self.allowed)}")
+            return value
+        if self.kind == "int":
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise bad(f"expected an int, got {value!r}")
+            value = int(value)
+            if self.minimum is not None and value < self.minimum:
+                raise bad(f"Value for attr '{name}' of {value} must be at least minimum {self.minimum}")
+        elif self.kind == "bool":
+            if not isinstance(value, (bool, np.bool_)):
+                raise bad(f"expected a bool, got {value!r}")
+            value = bool(value)
+        elif self.kind == "float":
+            if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
+                raise bad(f"expected a float, got {value!r}")
+            value = float(value)
+        elif self.kind == "string":
+            if isinstance(value, bytes):
+                value = value.decode()
+            if not isinstance(value, str):
+                raise bad(f"expected a string, got {value!r}")
+        elif self.kind == "shape":
+            try:
+                value = as_shape(value)
+            except (TypeError, ValueError) as e:
+                raise bad(f"expected a shape, got {value!r}: {e}") from None
+        elif self.kind == "list(int)":
+            try:
+                value = tuple(int(v) for v in value)
+            except (TypeError, ValueError):
+                raise bad(f"expected a list of ints, got {value!r}") from None
+        elif self.kind == "tensor":
+            if not isinstance(value, np.ndarray):
+                raise bad(f"expected a numpy array, got {type(value).__name__}")
+        if self.allowed is not None and value not in self.allowed:
+            raise bad(f"{value!r} is not one of {', '.join(map(repr, self.allowed))}")
+        return value
+
+
+def TypeAttr(allowed: Iterable[DType] | None = None, default: Any = _REQUIRED) -> Attr:
+    return Attr("type", default if default is _REQUIRED else as_dtype(default),
+                None if allowed is None else tuple(allowed))
+
+
+def IntAttr(default: Any = _REQUIRED, minimum: int | None = None) -> Attr:
+    return Attr("int", default, None, minimum)
+
+
+def BoolAttr(default: Any = _REQUIRED) -> Attr:
+    return Attr("bool", default)
+
+
+def FloatAttr(default: Any = _REQUIRED) -> Attr:
+    return Attr("float", default)
+
+
+def StringAttr(default: Any = _REQUIRED, allowed: Iterable[str] | None = None) -> Attr:
+    return Attr("string", default, None if allowed is None else tuple(allowed))
+
+
+def ShapeAttr(default: Any = _REQUIRED) -> Attr:
+    return Attr("shape", default if default is _REQUIRED else as_shape(default))
+
+
+def TensorAttr() -> Attr:
+    return Attr("tensor")
+
+
+def IntListAttr(default: Any = _REQUIRED) -> Attr:
+    return Attr("list(int)", default if default is _REQUIRED else tuple(default))
+
+
+# -- argument specs --------------------------------------------------------------
+_ARG = re.compile(r"^\s*(\w+)\s*:\s*(?:(\w+)\s*\*\s*)?(\w+)\s*$")
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """An input or output: ``name: [number_attr *] type_attr_or_dtype``."""
+
+    name: str
+    type_attr: str | None   # name of the attr giving the dtype, or None if fixed
+    dtype: DType | None     # the fixed dtype, if any
+    number_attr: str | None  # for lists: the int attr giving the length
+
+    @property
+    def is_list(self) -> bool:
+        return self.number_attr is not None
+
+    @classmethod
+    def parse(cls, text: str, attrs: dict[str, Attr]) -> "ArgSpec":
+        m = _ARG.match(text)
+        if not m:
+            raise ValueError(f"Malformed argument spec {text!r}; expected 'name: [N *] T'")
+        name, number, type_ = m.groups()
+        if number is not None and attrs.get(number, Attr("?")).kind != "int":
+            raise ValueError(f"In {text!r}: '{number}' must be declared as an IntAttr")
+        if type_ in attrs:
+            if attrs[type_].kind != "type":
+                raise ValueError(f"In {text!r}: '{type_}' must be declared as a TypeAttr")
+            return cls(name, type_, None, number)
+        try:
+            return cls(name, None, as_dtype(type_), number)
+        except TypeError:
+            raise ValueError(f"In {text!r}: '{type_}' is neither an attr nor a dtype") from None
+
+    def __str__(self) -> str:
+        type_ = self.type_attr or self.dtype.name
+        return f"{self.name}: {self.number_attr + ' * ' if self.number_attr else ''}{type_}"
+
+
+# -- kernels -------------------------------------------------------------------
+@dataclass(frozen=True)
+class KernelDef:
+    """A kernel for one device type, valid where every constrained attr matches."""
+
+    fn: Callable
+    device_type: str
+    constraints: dict[str, tuple]
+
+    def matches(self, attrs: dict[str, Any]) -> bool:
+        return all(attrs.get(k) in allowed for k, allowed in self.constraints.items())
+
+    def describe(self) -> str:
+        if not self.constraints:
+            return self.device_type
+        parts = [f"{k} in {{{', '.join(str(v) for v in vals)}}}" for k, vals in self.constraints.items()]
+        return f"{self.device_type} ({'; '.join(parts)})"
+
+
+# -- the op definition -----------------------------------------------------------
+@dataclass(eq=False)
+class OpDef:
+    """Everything about one op type, declared in one place."""
+
+    name: str
+    inputs: list[ArgSpec]
+    outputs: list[ArgSpec]
+    attrs: dict[str, Attr]
+    doc: str = ""
+    aliases: tuple[str, ...] = ()
+    fresh_outputs: bool = True   # False: outputs may alias an input or a constant
+    stateful: bool = False
+    shape_function: Callable | None = None
+    kernels: list[KernelDef] = field(default_factory=list)
+
+    # derived at registration
+    inferred_attrs: frozenset = frozenset()
+    user_attrs: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        inferred = {s.type_attr for s in self.inputs if s.type_attr} | \
+                   {s.number_attr for s in self.inputs if s.number_attr}
+        self.inferred_attrs = frozenset(inferred)
+        self.user_attrs = tuple(a for a in self.attrs if a not in inferred)
+
+    # -- decorators --------------------------------------------------------
+    def shape_fn(self, fn: Callable) -> Callable:
+        """Register ``fn(ctx) -> TensorShape | list[TensorShape]``."""
+        self.shape_function = fn
+        return fn
+
+    def kernel(self, device_type: str, **constraints: Iterable) -> Callable:
+        """Register ``fn(ctx, *inputs)`` for ``device_type`` ("cpu", "gpu").
+
+        Keyword arguments constrain type attrs, e.g. ``T=NUMBER_TYPES``.
+        """
+        device_type = device_type.lower()
+        for attr in constraints:
+            if attr not in self.attrs:
+                raise ValueError(f"{self.name}: kernel constraint on unknown attr '{attr}'")
+
+        def register(fn: Callable) -> Callable:
+            self.kernels.append(KernelDef(fn, device_type,
+                                          {k: tuple(v) for k, v in constraints.items()}))
+            return fn
+        return register
+
+    # -- queries -----------------------------------------------------------
+    def find_kernel(self, device_type: str, attrs: dict[str, Any]) -> KernelDef | None:
+        for k in self.kernels:
+            if k.device_type == device_type and k.matches(attrs):
+                return k
+        return None
+
+    def kernel_devices(self, attrs: dict[str, Any] | None = None) -> list[str]:
+        """Device types with a kernel (for these attrs, if given)."""
+        found = []
+        for k in self.kernels:
+            if (attrs is None or k.matches(attrs)) and k.device_type not in found:
+                found.append(k.device_type)
+        return found
+
+    def no_kernel_error(self, device_type: str | None, attrs: dict[str, Any],
+                        node_name: str) -> NotFoundError:
+        requested = ", ".join(f"{k}={v}" for k, v in attrs.items() if isinstance(v, DType))
+        where = f"'{device_type.upper()}' devices" if device_type else "any device"
+        registered = "; ".join(k.describe() for k in self.kernels) or "<no registered kernels>"
+        return NotFoundError(
+            f"No registered '{self.name}' OpKernel for {where} compatible with node "
+            f"{{{{node {node_name}}}}}. Requested attributes: {requested or '<none>'}. "
+            f"Registered: {registered}")
+
+    @property
+    def signature(self) -> str:
+        ins = ", ".join(str(s) for s in self.inputs)
+        outs = ", ".join(str(s) for s in self.outputs)
+        attrs = ", ".join(f"{n}: {a.describe()}" for n, a in self.attrs.items())
+        return f"{self.name}({ins}) -> ({outs}) [{attrs}]"
+
+    @property
+    def shape_rule(self) -> str:
+        fn = self.shape_function
+        return (fn.__doc__ or "").strip() if fn else ""
+
+    @property
+    def builder_name(self) -> str:
+        return snake_case(self.name)
+
+    def __repr__(self) -> str:
+        return f"<OpDef {self.signature}; kernels: {', '.join(self.kernel_devices()) or 'none'}>"
+
+
+def snake_case(name: str) -> str:
+    """``TensorScatterUpdate`` -> ``tensor_scatter_update``, ``ConcatV2`` -> ``concat_v2``."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+# -- the registry ------------------------------------------------------------------
+_REGISTRY: dict[str, OpDef] = {}
+_LOCK = threading.Lock()
+_listeners: list[Callable[[OpDef], None]] = []
+
+
+def register_op(name: str, *, inputs: Iterable[str] = (), outputs: Iterable[str] = (),
+                attrs: dict[str, Attr] | None = None, doc: str = "",
+                aliases: Iterable[str] = (), fresh_outputs: bool = True,
+                stateful: bool = False) -> OpDef:
+    """Declare a new op type. Returns its OpDef, to which the shape function and
+    kernels are attached with ``@op.shape_fn`` and ``@op.kernel(device)``."""
+    attrs = dict(attrs or {})
+    if not re.match(r"^[A-Z][A-Za-z0-9]*$", name):
+        raise ValueError(f"Op type names are CamelCase, got {name!r}")
+    op_def = OpDef(name, [ArgSpec.parse(s, attrs) for s in inputs],
+                   [ArgSpec.parse(s, attrs) for s in outputs], attrs, doc,
+                   tuple(aliases), fresh_outputs, stateful)
+    with _LOCK:
+        if name in _REGISTRY:
+            raise ValueError(f"Op type '{name}' is already registered")
+        _REGISTRY[name] = op_def
+    for listener in list(_listeners):
+        listener(op_def)
+    return op_def
+
+
+def op_def(name: str) -> OpDef:
+    """The OpDef registered under ``name`` (an op type or its builder name)."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        for d in _REGISTRY.values():
+            if name == d.builder_name or name in d.aliases:
+                return d
+        raise NotFoundError(f"Op type not registered '{name}'") from None
+
+
+def registered_ops() -> list[OpDef]:
+    with _LOCK:
+        return list(_REGISTRY.values())
+
+
+def on_register(listener: Callable[[OpDef], None]) -> None:
+    """Call ``listener(op_def)`` for every op registered, now and later."""
+    _listeners.append(listener)
+    for d in registered_ops():
+        listener(d)
+
+
+# re-exported type sets, handy in declarations
+ALL_TYPES = _dt.ALL_TYPES
+NUMBER_TYPES = _dt.NUMBER_TYPES
+REAL_NUMBER_TYPES = _dt.REAL_NUMBER_TYPES
+INDEX_TYPES = _dt.INDEX_TYPES
+
+__all__ = ["Attr", "TypeAttr", "IntAttr", "BoolAttr", "FloatAttr", "StringAttr", "ShapeAttr",
+           "TensorAttr", "IntListAttr", "ArgSpec", "KernelDef", "OpDef", "register_op",
+           "op_def", "registered_ops", "on_register", "snake_case", "TensorShape"]

@@ -1,0 +1,145 @@
+"""Scope: the immutable construction context of TensorFlow Java.
+
+A Scope carries a graph, a name prefix, a requested device and control
+dependencies; each ``with_*`` returns a new Scope. Every registered op adds a
+builder method to Scope (``scope.scatter_nd(...)``), generated from its OpDef.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Iterable
+
+import numpy as np
+
+from . import convert
+from .builder import as_operand, create_operation
+from .device_spec import canonical_device
+from .dtypes import DType, as_dtype
+from .errors import InvalidArgumentError
+from .graph import Graph, Operation, Output
+from .registry import OpDef, on_register, op_def as lookup_op_def
+
+
+class Scope:
+    """Where and how new ops are created. Immutable: ``with_*`` returns a new Scope."""
+
+    __slots__ = ("graph", "_prefix", "_op_name", "device", "control_dependencies")
+
+    def __init__(self, graph: Graph | None = None, *, _prefix: str = "", _op_name: str | None = None,
+                 _device: str = "", _control: tuple[Operation, ...] = ()):
+        self.graph = graph if graph is not None else Graph()
+        self._prefix = _prefix
+        self._op_name = _op_name
+        self.device = _device
+        self.control_dependencies = _control
+
+    def _replace(self, **changes) -> "Scope":
+        fields = dict(_prefix=self._prefix, _op_name=self._op_name, _device=self.device,
+                      _control=self.control_dependencies)
+        fields.update(changes)
+        return Scope(self.graph, **fields)
+
+    # -- deriving scopes ---------------------------------------------------
+    def with_name(self, name: str) -> "Scope":
+        """A scope whose next op is called ``name`` (made unique, under the prefix)."""
+        if not name or "/" in name:
+            raise InvalidArgumentError(f"Invalid op name '{name}'")
+        return self._replace(_op_name=name)
+
+    def with_sub_scope(self, name: str) -> "Scope":
+        """A scope whose ops are named ``name/...``; ``name`` is made unique."""
+        if not name:
+            raise InvalidArgumentError("A sub-scope needs a non-empty name")
+        unique = self.graph.unique_name(self._qualify(name))
+        return self._replace(_prefix=unique + "/", _op_name=None)
+
+    def with_device(self, device: str) -> "Scope":
+        """A scope whose ops ask for ``device`` (``"/gpu:0"``, ``"/cpu:0"``, ``""``)."""
+        return self._replace(_device=canonical_device(device))
+
+    def with_control_dependencies(self, controls: Iterable) -> "Scope":
+        """A scope whose ops run only after every op (or op of each Output) in ``controls``."""
+        ops = list(self.control_dependencies)
+        for c in controls:
+            op = c if isinstance(c, Operation) else getattr(as_operand(c), "op", None)
+            if op is None:
+                op = getattr(c, "op", None)
+            if not isinstance(op, Operation):
+                raise InvalidArgumentError(f"Control dependency {c!r} is not an Operation or Output")
+            if op.graph is not self.graph:
+                raise InvalidArgumentError(f"Control dependency '{op.name}' is from another graph")
+            if op not in ops:
+                ops.append(op)
+        return self._replace(_control=tuple(ops))
+
+    def make_op_name(self, default: str) -> str:
+        """The unique name of the next op: ``with_name``'s name, else ``default``."""
+        return self.graph.unique_name(self._qualify(self._op_name or default))
+
+    def _qualify(self, name: str) -> str:
+        return self._prefix + name
+
+    # -- values ---------------------------------------------------------------
+    def constant(self, value: Any, dtype: DType | str | None = None, name: str | None = None) -> Output:
+        """A Const holding ``value`` (Python ints -> int32, floats -> float32)."""
+        dtype = as_dtype(dtype) if dtype is not None else None
+        try:
+            array = convert.to_array(value, dtype)
+        except TypeError as e:
+            raise InvalidArgumentError(str(e)) from None
+        return self.const(array, dtype=as_dtype(array.dtype), name=name)
+
+    def _constant_named(self, array: np.ndarray, full_name: str) -> Output:
+        scope = Scope(self.graph, _device=self.device)
+        return scope.const(array, dtype=as_dtype(array.dtype), name=full_name)
+
+    def create_op(self, op_type: str | OpDef, *args, name: str | None = None, **kwargs):
+        """Build an op of any registered type; returns what its builder method returns."""
+        definition = op_type if isinstance(op_type, OpDef) else lookup_op_def(op_type)
+        return _result(create_operation(self, definition, args, kwargs, name))
+
+    def __repr__(self) -> str:
+        return f"<gf.Scope prefix='{self._prefix}' device='{self.device}'>"
+
+
+def _result(op: Operation):
+    """Builders return an Output, a list of Outputs, or the Operation if it has none."""
+    d = op.op_def
+    if len(op.outputs) == 1 and not any(s.is_list for s in d.outputs):
+        return op.outputs[0]
+    if not op.outputs and not any(s.is_list for s in d.outputs):
+        return op
+    return list(op.outputs)
+
+
+def _make_builder(definition: OpDef):
+    def builder(self: Scope, *args, name: str | None = None, **kwargs):
+        return _result(create_operation(self, definition, args, kwargs, name))
+
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    params += [inspect.Parameter(s.name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+               for s in definition.inputs]
+    for a in definition.user_attrs:
+        attr = definition.attrs[a]
+        params.append(inspect.Parameter(
+            a, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=inspect.Parameter.empty if attr.required else attr.default))
+    params.append(inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY, default=None))
+    builder.__signature__ = inspect.Signature(params)
+    builder.__name__ = definition.builder_name
+    builder.__qualname__ = f"Scope.{definition.builder_name}"
+    builder.__doc__ = f"{definition.signature}\n\n{definition.doc}"
+    return builder
+
+
+def _install_builder(definition: OpDef) -> None:
+    builder = _make_builder(definition)
+    for method_name in (definition.builder_name, *definition.aliases):
+        existing = Scope.__dict__.get(method_name)
+        if existing is not None and getattr(existing, "_generated", False) is False:
+            continue  # a hand-written method (e.g. Scope.constant) keeps its name
+        setattr(builder, "_generated", True)
+        setattr(Scope, method_name, builder)
+
+
+on_register(_install_builder)

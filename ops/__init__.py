@@ -1,0 +1,36 @@
+"""The operator set. Each family module declares its ops once (signature, shape
+function, kernels per device); importing it registers them.
+
+Every registered op is available here as a TF-Java-style class::
+
+    from graphflow.ops import ScatterNd
+    out = ScatterNd.create(scope, indices, updates, shape).output()
+"""
+from __future__ import annotations
+
+from graphflow.wrappers import OP_CLASSES, OpWrapper
+
+from . import array_ops, math_ops  # noqa: F401  (registration)
+
+for _family in ("scatter_ops", "partition_ops"):
+    try:
+        __import__(f"{__name__}.{_family}")
+    except ModuleNotFoundError as _e:  # a family not written yet
+        if _e.name != f"{__name__}.{_family}":
+            raise
+
+
+def __getattr__(name: str):
+    """``graphflow.ops.ScatterNd``: the class of any registered op, including
+    ops registered after import by user code."""
+    try:
+        return OP_CLASSES[name]
+    except KeyError:
+        raise AttributeError(f"module 'graphflow.ops' has no op class '{name}'") from None
+
+
+def __dir__():
+    return sorted(set(globals()) | set(OP_CLASSES))
+
+
+__all__ = ["OpWrapper", *sorted(OP_CLASSES)]

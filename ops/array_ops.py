@@ -1,0 +1,481 @@
+"""Basic array ops: constants, placeholders, shapes, reshaping, casts, concat."""
+from __future__ import annotations
+
+import numpy as np
+
+from graphflow.dtypes import ALL_TYPES, FLOAT_TYPES, INDEX_TYPES, NUMBER_TYPES, as_dtype, int8, \
+    int16, int32, int64, uint16, uint32
+from graphflow.errors import InvalidArgumentError
+from graphflow.registry import BoolAttr, IntAttr, IntListAttr, ShapeAttr, TensorAttr, TypeAttr, \
+    register_op
+from graphflow.shapes import TensorShape, debug_string
+
+NON_STRING_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
+
+# -- Const -----------------------------------------------------------------------
+Const = register_op(
+    "Const", outputs=["output: dtype"], attrs={"value": TensorAttr(), "dtype": TypeAttr()},
+    fresh_outputs=False, doc="A constant tensor. Its value is read-only and never modified.")
+
+
+@Const.shape_fn
+def _const_shape(ctx):
+    """shape of `value`."""
+    value = ctx.attr("value")
+    if as_dtype(value.dtype) != ctx.attr("dtype"):
+        raise ctx.error(f"Const value has dtype {as_dtype(value.dtype).name}, attr dtype is "
+                        f"{ctx.attr('dtype').name}")
+    return TensorShape(value.shape)
+
+
+@Const.kernel("cpu")
+def _const(ctx):
+    return ctx.attrs["value"]
+
+
+# -- Placeholder -------------------------------------------------------------------
+Placeholder = register_op(
+    "Placeholder", outputs=["output: dtype"],
+    attrs={"dtype": TypeAttr(), "shape": ShapeAttr(None)}, fresh_outputs=False,
+    doc="A value that must be fed when the graph runs; the feed is checked "
+        "against dtype and (partial) shape.")
+
+
+@Placeholder.shape_fn
+def _placeholder_shape(ctx):
+    """the `shape` attr (unknown rank if None)."""
+    return ctx.attr("shape")
+
+
+@Placeholder.kernel("cpu")
+def _placeholder(ctx):
+    shape = ctx.attrs["shape"]
+    raise InvalidArgumentError(
+        f"You must feed a value for placeholder tensor '{ctx.node_name}' with dtype "
+        f"{ctx.attrs['dtype'].name}" + ("" if shape.rank is None else f" and shape {shape}"))
+
+
+# -- Identity, NoOp ----------------------------------------------------------------
+Identity = register_op("Identity", inputs=["input: T"], outputs=["output: T"],
+                       attrs={"T": TypeAttr()}, fresh_outputs=False,
+                       doc="The input, unchanged (no copy).")
+
+
+@Identity.shape_fn
+def _identity_shape(ctx):
+    """same as `input`."""
+    return ctx.shape("input")
+
+
+@Identity.kernel("cpu")
+def _identity(ctx, x):
+    return x
+
+
+NoOp = register_op("NoOp", doc="Does nothing; useful as a target for control dependencies.")
+
+
+@NoOp.kernel("cpu")
+def _no_op(ctx):
+    return None
+
+
+# -- Shape, Size, Rank -------------------------------------------------------------
+Shape = register_op("Shape", inputs=["input: T"], outputs=["output: out_type"],
+                    attrs={"T": TypeAttr(), "out_type": TypeAttr(INDEX_TYPES, int32)},
+                    doc="The shape of `input` as a 1-D tensor.")
+
+
+@Shape.shape_fn
+def _shape_shape(ctx):
+    """[rank(input)]."""
+    return TensorShape([ctx.shape("input").rank])
+
+
+@Shape.kernel("cpu")
+def _shape(ctx, x):
+    return np.array(np.shape(x), dtype=ctx.attrs["out_type"].as_numpy_dtype)
+
+
+Size = register_op("Size", inputs=["input: T"], outputs=["output: out_type"],
+                   attrs={"T": TypeAttr(), "out_type": TypeAttr(INDEX_TYPES, int32)},
+                   doc="The number of elements of `input` (a scalar).")
+
+
+@Size.shape_fn
+def _size_shape(ctx):
+    """[] (a scalar)."""
+    return TensorShape([])
+
+
+@Size.kernel("cpu")
+def _size(ctx, x):
+    return np.array(np.size(x), dtype=ctx.attrs["out_type"].as_numpy_dtype)
+
+
+Rank = register_op("Rank", inputs=["input: T"], outputs=["output: int32"],
+                   attrs={"T": TypeAttr()}, doc="The rank of `input` (a scalar int32).")
+
+
+@Rank.shape_fn
+def _rank_shape(ctx):
+    """[] (a scalar)."""
+    return TensorShape([])
+
+
+@Rank.kernel("cpu")
+def _rank(ctx, x):
+    return np.array(np.ndim(x), dtype=np.int32)
+
+
+# -- Reshape -----------------------------------------------------------------------
+Reshape = register_op("Reshape", inputs=["tensor: T", "shape: Tshape"], outputs=["output: T"],
+                      attrs={"T": TypeAttr(), "Tshape": TypeAttr(INDEX_TYPES, int32)},
+                      fresh_outputs=False,
+                      doc="`tensor` with the same elements in `shape`; one dim may be -1 (inferred).")
+
+
+def _resolve_reshape(num_elements: int | None, dims: list[int | None], where: str = "") -> list:
+    """Fill in one unknown (-1) dim of ``dims`` from ``num_elements`` (static or run time)."""
+    unknown = [i for i, d in enumerate(dims) if d is None]
+    known = int(np.prod([d for d in dims if d is not None], dtype=np.int64))
+    if num_elements is None:
+        return dims
+    if not unknown:
+        if known != num_elements:
+            raise InvalidArgumentError(
+                f"Cannot reshape a tensor with {num_elements} elements to shape "
+                f"{debug_string(dims)} ({known} elements)")
+        return dims
+    if len(unknown) > 1:
+        return dims
+    if known == 0 or num_elements % known:
+        if known == 0 and num_elements == 0:
+            return dims
+        raise InvalidArgumentError(
+            f"Cannot reshape a tensor with {num_elements} elements to shape "
+            f"{'[' + ','.join('-1' if d is None else str(d) for d in dims) + ']'}: the number of "
+            f"elements is not a multiple of {known}")
+    dims = list(dims)
+    dims[unknown[0]] = num_elements // known
+    return dims
+
+
+@Reshape.shape_fn
+def _reshape_shape(ctx):
+    """`shape`, with a -1 dim inferred from the number of elements when known."""
+    target = ctx.shape_value("shape")
+    shape_shape = ctx.shape("shape")
+    if shape_shape.rank is not None and shape_shape.rank > 1:
+        raise ctx.error(f"shape must be a vector, got shape {shape_shape}")
+    if target.rank is None:
+        return target
+    value = ctx.value("shape")
+    if value is not None and int(np.sum(value.reshape(-1) == -1)) > 1:
+        raise ctx.error("Only one input size may be -1, not both "
+                        + " and ".join(str(i) for i in np.flatnonzero(value == -1)))
+    if value is None:
+        return target  # dims from a Pack are final values, not -1 placeholders
+    return TensorShape(_resolve_reshape(ctx.shape("tensor").num_elements(), target.as_list()))
+
+
+@Reshape.kernel("cpu")
+def _reshape(ctx, x, shape):
+    if np.ndim(shape) != 1:
+        raise InvalidArgumentError(f"shape must be a vector, got shape {list(np.shape(shape))}")
+    dims = [None if d == -1 else int(d) for d in shape.tolist()]
+    if sum(d is None for d in dims) > 1:
+        raise InvalidArgumentError("Only one input size may be -1")
+    if any(d is not None and d < 0 for d in dims):
+        raise InvalidArgumentError(f"Size {dims.index(min(d for d in dims if d is not None))} "
+                                   f"must be non-negative, not {min(d for d in dims if d is not None)}")
+    size = int(np.size(x))
+    dims = _resolve_reshape(size, dims)
+    if None in dims:
+        dims = [0 if d is None else d for d in dims]
+    if int(np.prod(dims, dtype=np.int64)) != size:
+        raise InvalidArgumentError(
+            f"Input to reshape is a tensor with {size} values, but the requested shape has "
+            f"{int(np.prod(dims, dtype=np.int64))}")
+    return np.reshape(x, dims)
+
+
+# -- Range -------------------------------------------------------------------------
+RANGE_TYPES = FLOAT_TYPES + (int8, int16, int32, int64, uint16, uint32)
+Range = register_op("Range", inputs=["start: Tidx", "limit: Tidx", "delta: Tidx"],
+                    outputs=["output: Tidx"], attrs={"Tidx": TypeAttr(RANGE_TYPES, int32)},
+                    doc="[start, start + delta, ...] up to but excluding `limit`.")
+
+
+def _range_size(start, limit, delta, integer: bool) -> int:
+    if delta == 0:
+        raise InvalidArgumentError(f"Requires delta != 0: {delta}")
+    if delta > 0 and start > limit:
+        raise InvalidArgumentError(f"Requires start <= limit when delta > 0: {start}/{limit}")
+    if delta < 0 and start < limit:
+        raise InvalidArgumentError(f"Requires start >= limit when delta < 0: {start}/{limit}")
+    if integer:
+        return int((abs(int(limit) - int(start)) + abs(int(delta)) - 1) // abs(int(delta)))
+    return int(np.ceil(abs((float(limit) - float(start)) / float(delta))))
+
+
+@Range.shape_fn
+def _range_shape(ctx):
+    """[size] with size = ceil((limit - start) / delta), known when all three are constant."""
+    for name in ("start", "limit", "delta"):
+        rank = ctx.shape(name).rank
+        if rank not in (None, 0):
+            raise ctx.error(f"{name} must be a scalar, not shape {ctx.shape(name)}")
+    values = [ctx.value(n) for n in ("start", "limit", "delta")]
+    if any(v is None for v in values):
+        return TensorShape([None])
+    start, limit, delta = (v.item() for v in values)
+    return TensorShape([_range_size(start, limit, delta, ctx.attr("Tidx").is_integer)])
+
+
+@Range.kernel("cpu")
+def _range(ctx, start, limit, delta):
+    dtype = ctx.attrs["Tidx"]
+    for name, v in (("start", start), ("limit", limit), ("delta", delta)):
+        if np.ndim(v) != 0:
+            raise InvalidArgumentError(f"{name} must be a scalar, not shape {list(np.shape(v))}")
+    s, l, d = start.item(), limit.item(), delta.item()
+    n = _range_size(s, l, d, dtype.is_integer)
+    ctx.check_allocation(n, dtype.as_numpy_dtype)
+    return (s + np.arange(n, dtype=np.float64 if dtype.is_floating else np.int64) * d).astype(
+        dtype.as_numpy_dtype)
+
+
+# -- Cast --------------------------------------------------------------------------
+Cast = register_op("Cast", inputs=["x: SrcT"], outputs=["y: DstT"],
+                   attrs={"SrcT": TypeAttr(), "DstT": TypeAttr(), "Truncate": BoolAttr(False)},
+                   doc="`x` converted to DstT (complex to real keeps the real part).")
+
+
+@Cast.shape_fn
+def _cast_shape(ctx):
+    """same as `x`."""
+    return ctx.shape("x")
+
+
+@Cast.kernel("cpu", SrcT=NON_STRING_TYPES, DstT=NON_STRING_TYPES)
+def _cast(ctx, x):
+    dst = ctx.attrs["DstT"].as_numpy_dtype
+    if np.iscomplexobj(x) and dst.kind != "c":
+        x = np.real(x)
+    with np.errstate(all="ignore"):
+        return np.array(x, dtype=dst, copy=True)
+
+
+# -- Fill, ZerosLike, OnesLike -----------------------------------------------------
+Fill = register_op("Fill", inputs=["dims: index_type", "value: T"], outputs=["output: T"],
+                   attrs={"T": TypeAttr(), "index_type": TypeAttr(INDEX_TYPES, int32)},
+                   doc="A tensor of shape `dims` filled with the scalar `value`.")
+
+
+@Fill.shape_fn
+def _fill_shape(ctx):
+    """the shape held by `dims`."""
+    if ctx.shape("value").rank not in (None, 0):
+        raise ctx.error(f"value must be a scalar, got shape {ctx.shape('value')}")
+    if ctx.shape("dims").rank not in (None, 1):
+        raise ctx.error(f"dims must be a vector, got shape {ctx.shape('dims')}")
+    target = ctx.shape_value("dims")
+    return target
+
+
+@Fill.kernel("cpu")
+def _fill(ctx, dims, value):
+    if np.ndim(dims) != 1:
+        raise InvalidArgumentError(f"dims must be a vector, got shape {list(np.shape(dims))}")
+    if np.ndim(value) != 0:
+        raise InvalidArgumentError(f"value must be a scalar, got shape {list(np.shape(value))}")
+    shape = [int(d) for d in dims.tolist()]
+    if any(d < 0 for d in shape):
+        raise InvalidArgumentError(f"dims must be non-negative, got {shape}")
+    ctx.check_allocation(int(np.prod(shape, dtype=np.int64)), np.asarray(value).dtype)
+    return np.full(shape, value, dtype=np.asarray(value).dtype)
+
+
+ZerosLike = register_op("ZerosLike", inputs=["x: T"], outputs=["y: T"], attrs={"T": TypeAttr()},
+                        doc="Zeros (empty strings, False) of the shape and dtype of `x`.")
+OnesLike = register_op("OnesLike", inputs=["x: T"], outputs=["y: T"],
+                       attrs={"T": TypeAttr(NON_STRING_TYPES)},
+                       doc="Ones (True) of the shape and dtype of `x`.")
+
+
+@ZerosLike.shape_fn
+@OnesLike.shape_fn
+def _like_shape(ctx):
+    """same as `x`."""
+    return ctx.shape("x")
+
+
+@ZerosLike.kernel("cpu")
+def _zeros_like(ctx, x):
+    if ctx.attrs["T"].is_string:
+        out = np.empty(np.shape(x), dtype=object)
+        out.fill(b"")
+        return out
+    return np.zeros_like(x)
+
+
+@OnesLike.kernel("cpu")
+def _ones_like(ctx, x):
+    return np.ones_like(x)
+
+
+# -- ExpandDims, Squeeze -------------------------------------------------------------
+ExpandDims = register_op("ExpandDims", inputs=["input: T", "dim: Tdim"], outputs=["output: T"],
+                         attrs={"T": TypeAttr(), "Tdim": TypeAttr(INDEX_TYPES, int32)},
+                         fresh_outputs=False, doc="`input` with a new dim of size 1 at `dim`.")
+
+
+def _check_axis(axis: int, rank: int, what: str) -> int:
+    if not -rank <= axis < rank:
+        raise InvalidArgumentError(f"{what} {axis} is out of range [{-rank}, {rank})")
+    return axis % rank
+
+
+@ExpandDims.shape_fn
+def _expand_dims_shape(ctx):
+    """`input.shape` with 1 inserted at `dim` (in [-rank-1, rank])."""
+    shape, dim = ctx.shape("input"), ctx.value("dim")
+    if dim is None or shape.rank is None:
+        return TensorShape(None if shape.rank is None else [None] * (shape.rank + 1))
+    if dim.size != 1:
+        raise ctx.error(f"'dim' must be a tensor with a single value, got {dim.tolist()}")
+    axis = _check_axis(int(dim.reshape(-1)[0]), shape.rank + 1, "Tried to expand dim index")
+    dims = shape.as_list()
+    return TensorShape(dims[:axis] + [1] + dims[axis:])
+
+
+@ExpandDims.kernel("cpu")
+def _expand_dims(ctx, x, dim):
+    if np.size(dim) != 1:
+        raise InvalidArgumentError(f"'dim' must be a tensor with a single value, got {dim.tolist()}")
+    axis = _check_axis(int(np.reshape(dim, -1)[0]), np.ndim(x) + 1, "Tried to expand dim index")
+    return np.expand_dims(x, axis)
+
+
+Squeeze = register_op("Squeeze", inputs=["input: T"], outputs=["output: T"],
+                      attrs={"T": TypeAttr(), "squeeze_dims": IntListAttr(())},
+                      fresh_outputs=False,
+                      doc="`input` without its size-1 dims (only `squeeze_dims` if given).")
+
+
+def _squeezed(dims: list, axes: tuple, exact: bool) -> list:
+    rank = len(dims)
+    if axes:
+        wanted = {_check_axis(a, rank, "Tried to squeeze dim index") for a in axes}
+        for a in sorted(wanted):
+            if dims[a] is not None and dims[a] != 1:
+                raise InvalidArgumentError(
+                    f"Can not squeeze dim[{a}], expected a dimension of 1, got {dims[a]}")
+        return [d for i, d in enumerate(dims) if i not in wanted]
+    if not exact and None in dims:
+        return None
+    return [d for d in dims if d != 1]
+
+
+@Squeeze.shape_fn
+def _squeeze_shape(ctx):
+    """`input.shape` without the size-1 dims named by `squeeze_dims` (all if empty)."""
+    shape = ctx.shape("input")
+    if shape.rank is None:
+        return TensorShape(None)
+    return TensorShape(_squeezed(shape.as_list(), ctx.attr("squeeze_dims"), exact=False))
+
+
+@Squeeze.kernel("cpu")
+def _squeeze(ctx, x):
+    dims = _squeezed(list(np.shape(x)), ctx.attrs["squeeze_dims"], exact=True)
+    return np.reshape(x, dims)
+
+
+# -- ConcatV2, Pack ------------------------------------------------------------------
+ConcatV2 = register_op("ConcatV2", inputs=["values: N * T", "axis: Tidx"], outputs=["output: T"],
+                       attrs={"N": IntAttr(minimum=2), "T": TypeAttr(),
+                              "Tidx": TypeAttr(INDEX_TYPES, int32)},
+                       aliases=("concat",), doc="`values` joined along `axis`.")
+
+
+@ConcatV2.shape_fn
+def _concat_shape(ctx):
+    """inputs agree in rank and in every dim but `axis`; output[axis] = sum of theirs."""
+    shapes = ctx.shape("values")
+    axis_value = ctx.value("axis")
+    rank = next((s.rank for s in shapes if s.rank is not None), None)
+    for i, s in enumerate(shapes):
+        if s.rank is not None and s.rank != rank:
+            raise ctx.error(f"Shape must be rank {rank} but is rank {s.rank} for values[{i}]")
+    if rank is None:
+        return TensorShape(None)
+    if rank == 0:
+        raise ctx.error("Can't concatenate scalars (use tf.stack instead)")
+    if axis_value is None:
+        return TensorShape.unknown(rank)
+    axis = _check_axis(int(axis_value), rank, "ConcatOp : Expected concatenating dimensions in the range")
+    out = [None] * rank
+    total = 0
+    for i, s in enumerate(shapes):
+        for d in range(rank):
+            if d == axis:
+                continue
+            a, b = out[d], s[d]
+            if a is not None and b is not None and a != b:
+                raise ctx.error(f"Dimension {d} in both shapes must be equal: shape[0] = "
+                                f"{shapes[0]} vs. shape[{i}] = {s}")
+            out[d] = a if a is not None else b
+        total = None if total is None or s[axis] is None else total + s[axis]
+    out[axis] = total
+    return TensorShape(out)
+
+
+@ConcatV2.kernel("cpu")
+def _concat(ctx, values, axis):
+    rank = np.ndim(values[0])
+    if rank == 0:
+        raise InvalidArgumentError("Can't concatenate scalars (use tf.stack instead)")
+    a = _check_axis(int(axis), rank, "ConcatOp : Expected concatenating dimensions in the range")
+    for i, v in enumerate(values[1:], 1):
+        if np.ndim(v) != rank or any(np.shape(v)[d] != np.shape(values[0])[d]
+                                     for d in range(rank) if d != a):
+            raise InvalidArgumentError(
+                f"ConcatOp : Dimension mismatch in shape [0] = {debug_string(np.shape(values[0]))} "
+                f"vs. shape[{i}] = {debug_string(np.shape(v))}")
+    return np.concatenate(values, axis=a)
+
+
+Pack = register_op("Pack", inputs=["values: N * T"], outputs=["output: T"],
+                   attrs={"N": IntAttr(minimum=1), "T": TypeAttr(), "axis": IntAttr(0)},
+                   aliases=("stack",), doc="`values` (all of one shape) stacked along a new `axis`.")
+
+
+@Pack.shape_fn
+def _pack_shape(ctx):
+    """all inputs have one shape S; output = S with N inserted at `axis`."""
+    shapes = ctx.shape("values")
+    merged = TensorShape(None)
+    for i, s in enumerate(shapes):
+        if not merged.is_compatible_with(s):
+            raise ctx.error(f"Shapes of all inputs must match: values[0].shape = {shapes[0]} "
+                            f"!= values[{i}].shape = {s}")
+        merged = merged.merge_with(s)
+    if merged.rank is None:
+        return TensorShape(None)
+    axis = _check_axis(ctx.attr("axis"), merged.rank + 1, "Pack axis")
+    dims = merged.as_list()
+    return TensorShape(dims[:axis] + [len(shapes)] + dims[axis:])
+
+
+@Pack.kernel("cpu")
+def _pack(ctx, values):
+    first = np.shape(values[0])
+    for i, v in enumerate(values[1:], 1):
+        if np.shape(v) != first:
+            raise InvalidArgumentError(
+                f"Shapes of all inputs must match: values[0].shape = {debug_string(first)} != "
+                f"values[{i}].shape = {debug_string(np.shape(v))}")
+    axis = _check_axis(ctx.attrs["axis"], len(first) + 1, "Pack axis")
+    return np.stack(values, axis=axis)

@@ -1,0 +1,139 @@
+"""Element-wise math, comparison and logic ops, broadcasting as TensorFlow does."""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from graphflow.dtypes import ALL_TYPES, COMPLEX_TYPES, FLOAT_TYPES, NUMBER_TYPES, \
+    REAL_NUMBER_TYPES, string
+from graphflow.registry import TypeAttr, register_op
+from graphflow.shapes import TensorShape
+
+SIGNED_NUMBER_TYPES = tuple(t for t in NUMBER_TYPES if not t.is_unsigned)
+
+
+def broadcast_shapes(ctx, *names: str) -> TensorShape:
+    """The broadcast of the named inputs' shapes; an InvalidArgumentError if impossible."""
+    result = ctx.shape(names[0])
+    for name in names[1:]:
+        other = ctx.shape(name)
+        try:
+            result = result.broadcast_with(other)
+        except ValueError:
+            a, b = _first_conflict(result, other)
+            raise ctx.error(f"Dimensions must be equal, but are {a} and {b}: incompatible shapes "
+                            f"{ctx.shape(names[0])} vs. {other}") from None
+    return result
+
+
+def _first_conflict(x: TensorShape, y: TensorShape) -> tuple[int, int]:
+    for a, b in zip(reversed(x.as_list()), reversed(y.as_list())):
+        if a is not None and b is not None and a != b and 1 not in (a, b):
+            return a, b
+    return 0, 0  # pragma: no cover
+
+
+def _binary(name: str, fn, types, doc: str, out: str = "T", aliases=()):
+    op = register_op(name, inputs=["x: T", "y: T"], outputs=[f"z: {out}"],
+                     attrs={"T": TypeAttr(types)}, doc=doc, aliases=aliases)
+
+    @op.shape_fn
+    def _shape(ctx):
+        """broadcast(x.shape, y.shape)."""
+        return broadcast_shapes(ctx, "x", "y")
+
+    @op.kernel("cpu")
+    def _kernel(ctx, x, y, _fn=fn):
+        return _fn(x, y)
+    return op
+
+
+_concat_bytes = np.frompyfunc(operator.add, 2, 1)
+
+
+def _add(x, y):
+    if x.dtype == object:  # strings concatenate
+        return np.asarray(_concat_bytes(x, y), dtype=object)
+    return np.add(x, y)
+
+
+def _real_div(x, y):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.true_divide(x, y, dtype=x.dtype)
+
+
+Add = _binary("Add", _add, NUMBER_TYPES + (string,), "x + y (strings concatenate).",
+              aliases=("add_v2",))
+Sub = _binary("Sub", np.subtract, NUMBER_TYPES, "x - y.", aliases=("subtract",))
+Mul = _binary("Mul", np.multiply, NUMBER_TYPES, "x * y.", aliases=("multiply",))
+RealDiv = _binary("RealDiv", _real_div, FLOAT_TYPES + COMPLEX_TYPES, "x / y for real and complex "
+                  "floats.", aliases=("divide", "truediv"))
+Maximum = _binary("Maximum", np.maximum, REAL_NUMBER_TYPES, "max(x, y) element-wise.")
+Minimum = _binary("Minimum", np.minimum, REAL_NUMBER_TYPES, "min(x, y) element-wise.")
+Equal = _binary("Equal", np.equal, ALL_TYPES, "x == y element-wise.", out="bool")
+NotEqual = _binary("NotEqual", np.not_equal, ALL_TYPES, "x != y element-wise.", out="bool")
+Less = _binary("Less", np.less, REAL_NUMBER_TYPES, "x < y element-wise.", out="bool")
+Greater = _binary("Greater", np.greater, REAL_NUMBER_TYPES, "x > y element-wise.", out="bool")
+
+Neg = register_op("Neg", inputs=["x: T"], outputs=["y: T"], attrs={"T": TypeAttr(SIGNED_NUMBER_TYPES)},
+                  aliases=("negative",), doc="-x.")
+
+
+@Neg.shape_fn
+def _neg_shape(ctx):
+    """same as `x`."""
+    return ctx.shape("x")
+
+
+@Neg.kernel("cpu")
+def _neg(ctx, x):
+    return np.negative(x)
+
+
+def _logical(name: str, fn, doc: str):
+    op = register_op(name, inputs=["x: bool", "y: bool"], outputs=["z: bool"], doc=doc)
+
+    @op.shape_fn
+    def _shape(ctx):
+        """broadcast(x.shape, y.shape)."""
+        return broadcast_shapes(ctx, "x", "y")
+
+    @op.kernel("cpu")
+    def _kernel(ctx, x, y, _fn=fn):
+        return _fn(x, y)
+    return op
+
+
+LogicalAnd = _logical("LogicalAnd", np.logical_and, "x AND y element-wise.")
+LogicalOr = _logical("LogicalOr", np.logical_or, "x OR y element-wise.")
+LogicalNot = register_op("LogicalNot", inputs=["x: bool"], outputs=["y: bool"], doc="NOT x.")
+
+
+@LogicalNot.shape_fn
+def _not_shape(ctx):
+    """same as `x`."""
+    return ctx.shape("x")
+
+
+@LogicalNot.kernel("cpu")
+def _logical_not(ctx, x):
+    return np.logical_not(x)
+
+
+SelectV2 = register_op("SelectV2", inputs=["condition: bool", "t: T", "e: T"],
+                       outputs=["output: T"], attrs={"T": TypeAttr()}, aliases=("where", "select"),
+                       doc="t where condition is true, else e; all three broadcast.")
+
+
+@SelectV2.shape_fn
+def _select_shape(ctx):
+    """broadcast(condition.shape, t.shape, e.shape)."""
+    return broadcast_shapes(ctx, "condition", "t", "e")
+
+
+@SelectV2.kernel("cpu")
+def _select(ctx, condition, t, e):
+    return np.where(condition, t, e)
+
+

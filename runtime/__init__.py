@@ -1,0 +1,9 @@
+"""The runtime: devices, placement, the executor and Session."""
+from .device import CPUDevice, Device
+from .devices import find_device, list_devices
+from .executor import Plan
+from .placer import place
+from .session import Session, SessionConfig, SessionStats
+
+__all__ = ["CPUDevice", "Device", "Plan", "Session", "SessionConfig", "SessionStats",
+           "find_device", "list_devices", "place"]
