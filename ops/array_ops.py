@@ -182,21 +182,25 @@ def _reshape_shape(ctx):
 @Reshape.kernel("cpu")
 def _reshape(ctx, x, shape):
     if np.ndim(shape) != 1:
-        raise InvalidArgumentError(f"shape must be a vector, got shape {list(np.shape(shape))}")
-    dims = [None if d == -1 else int(d) for d in shape.tolist()]
-    if sum(d is None for d in dims) > 1:
-        raise InvalidArgumentError("Only one input size may be -1")
-    if any(d is not None and d < 0 for d in dims):
-        raise InvalidArgumentError(f"Size {dims.index(min(d for d in dims if d is not None))} "
-                                   f"must be non-negative, not {min(d for d in dims if d is not None)}")
+        raise InvalidArgumentError(f"sizes input must be 1-D, not {debug_string(np.shape(shape))}")
+    dims = [int(d) for d in shape.tolist()]
+    unknown = [i for i, d in enumerate(dims) if d == -1]
+    if len(unknown) > 1:
+        raise InvalidArgumentError(f"Only one input size may be -1, not both {unknown[0]} and "
+                                   f"{unknown[1]}")
+    for i, d in enumerate(dims):
+        if d < -1:
+            raise InvalidArgumentError(f"Size {i} must be non-negative, not {d}")
     size = int(np.size(x))
-    dims = _resolve_reshape(size, dims)
-    if None in dims:
-        dims = [0 if d is None else d for d in dims]
-    if int(np.prod(dims, dtype=np.int64)) != size:
-        raise InvalidArgumentError(
-            f"Input to reshape is a tensor with {size} values, but the requested shape has "
-            f"{int(np.prod(dims, dtype=np.int64))}")
+    known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+    if unknown:
+        if known == 0 and size != 0 or known and size % known:
+            raise InvalidArgumentError(f"Input to reshape is a tensor with {size} values, but the "
+                                       f"requested shape requires a multiple of {known}")
+        dims[unknown[0]] = size // known if known else 0
+    elif known != size:
+        raise InvalidArgumentError(f"Input to reshape is a tensor with {size} values, but the "
+                                   f"requested shape has {known}")
     return np.reshape(x, dims)
 
 
