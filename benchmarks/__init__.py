@@ -1,0 +1,1 @@
+"""graphflow's benchmark suite: ``python -m benchmarks [--quick]`` from the repo root."""

@@ -1,0 +1,76 @@
+"""Timing, memory and machine-limit measurements shared by every workload.
+
+Times are medians of repeated runs after a warm-up; memory is the peak that
+tracemalloc sees (numpy reports its buffers to it) during one run.
+"""
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+import tracemalloc
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+
+def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
+    """Median wall time of ``fn()`` in seconds."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        gc.disable()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        gc.enable()
+    return statistics.median(times)
+
+
+def per_call_time(fn: Callable[[], object], calls: int, repeats: int) -> float:
+    """Median time of one call of a cheap ``fn``, timed in batches of ``calls``."""
+    def batch():
+        for _ in range(calls):
+            fn()
+    return median_time(batch, repeats, warmup=1) / calls
+
+
+def peak_bytes(fn: Callable[[], object]) -> int:
+    """Peak traced allocation (bytes) while ``fn()`` runs, above what was live before."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        result = fn()
+        peak = tracemalloc.get_traced_memory()[1] - base
+        del result
+    finally:
+        tracemalloc.stop()
+    return peak
+
+
+@dataclass
+class MachineLimits:
+    """What this machine can do at best, measured in the same run as the workloads."""
+
+    copy_gbps: float                 # np.copyto of 80 MB, read + write bytes
+    random_assign_ns: float          # per element, a random 1M-element fancy assignment
+    notes: dict = field(default_factory=dict)
+
+    @classmethod
+    def measure(cls, repeats: int) -> "MachineLimits":
+        src = np.ones(10_000_000, np.float64)
+        dst = np.empty_like(src)
+        t_copy = median_time(lambda: np.copyto(dst, src), repeats)
+        rng = np.random.default_rng(0)
+        target = np.zeros(10_000_000, np.float32)
+        idx = rng.integers(0, target.size, 1_000_000)
+        vals = np.ones(idx.size, np.float32)
+
+        def assign():
+            target[idx] = vals
+        t_rand = median_time(assign, repeats)
+        return cls(copy_gbps=2 * src.nbytes / t_copy / 1e9, random_assign_ns=t_rand / idx.size * 1e9)

@@ -1,0 +1,292 @@
+"""The workloads W1-W7 of the performance issue, each against the best plain
+numpy a user would write by hand for the same result.
+
+Every workload builds its graph once and times ``make_callable`` calls, so the
+numbers include graphflow's whole per-run cost: feed checks, the executor loop
+and the kernels. Data: float32 values, int64 indices, fixed seeds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+import graphflow as gf
+
+
+@dataclass
+class Case:
+    """One timed comparison."""
+
+    workload: str
+    name: str
+    graphflow: Callable[[], object]
+    baseline: Callable[[], object]
+    baseline_name: str
+    nbytes: int = 0            # bytes the result needs moved at least (see BYTES below)
+    random_accesses: int = 0   # scattered element accesses the result needs
+    per: str = ""              # "node" or "call": report per-unit latency instead of ms
+    units: int = 1
+
+#: The byte formula behind GB/s: bytes of every input read plus every output
+#: written once (indices included); a scatter also counts its output fill.
+BYTES = "inputs read + outputs written, once each"
+
+
+def _session(graph: gf.Graph, **config) -> gf.Session:
+    return gf.Session(graph, gf.SessionConfig(**config) if config else None)
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(20261202)
+
+
+def w1_scatter_nd_elements(scale: float) -> list[Case]:
+    n, m = int(10_000_000 * scale), int(1_000_000 * scale)
+    rng = _rng()
+    cases = []
+    for label, positions in (("unique", None), ("dups from 100k", int(100_000 * scale))):
+        if positions is None:
+            idx = rng.permutation(n)[:m].astype(np.int64)
+        else:
+            idx = rng.integers(0, positions, m).astype(np.int64)
+        upd = rng.standard_normal(m).astype(np.float32)
+        g = gf.Graph()
+        s = gf.Scope(g)
+        pi = s.placeholder(gf.int64, shape=[m, 1])
+        pu = s.placeholder(gf.float32, shape=[m])
+        out = s.scatter_nd(pi, pu, np.array([n], np.int64))
+        f = _session(g).make_callable(out, [pi, pu])
+        idx2 = idx[:, None]
+        if positions is None:
+            def base(idx=idx, upd=upd):
+                o = np.zeros(n, np.float32)
+                o[idx] = upd
+                return o
+            name = "zeros + o[i] = u"
+        else:
+            def base(idx=idx, upd=upd):
+                o = np.zeros(n, np.float32)
+                np.add.at(o, idx, upd)
+                return o
+            name = "zeros + np.add.at"
+        np.testing.assert_array_equal(f(idx2, upd), base())
+        cases.append(Case("W1", f"ScatterNd [{n}] <- {m} {label}", lambda f=f, a=idx2, b=upd: f(a, b),
+                          base, name, nbytes=4 * n + 12 * m, random_accesses=m))
+    return cases
+
+
+def w2_scatter_nd_slices(scale: float) -> list[Case]:
+    rows, width, m = int(100_000 * scale), 64, int(50_000 * scale)
+    rng = _rng()
+    idx = rng.integers(0, rows, m).astype(np.int64)
+    upd = rng.standard_normal((m, width)).astype(np.float32)
+    g = gf.Graph()
+    s = gf.Scope(g)
+    pi = s.placeholder(gf.int64, shape=[m, 1])
+    pu = s.placeholder(gf.float32, shape=[m, width])
+    out = s.scatter_nd(pi, pu, np.array([rows, width], np.int64))
+    f = _session(g).make_callable(out, [pi, pu])
+    offsets = (idx[:, None] * width + np.arange(width)).reshape(-1)
+
+    def base():  # the faster of the two hand-written forms (rows are 2-4x slower)
+        o = np.zeros(rows * width, np.float32)
+        np.add.at(o, offsets, upd.reshape(-1))
+        return o.reshape(rows, width)
+    np.testing.assert_array_equal(f(idx[:, None], upd), base())
+    return [Case("W2", f"ScatterNd [{rows},{width}] <- {m} rows, dups",
+                 lambda: f(idx[:, None], upd), base, "np.add.at on element offsets",
+                 nbytes=4 * rows * width + 4 * m * width + 8 * m, random_accesses=m)]
+
+
+def w3_tensor_scatter(scale: float) -> list[Case]:
+    n, m = int(10_000_000 * scale), int(1_000_000 * scale)
+    rng = _rng()
+    idx = rng.permutation(n)[:m].astype(np.int64)
+    upd = rng.standard_normal(m).astype(np.float32)
+    tensor = rng.standard_normal(n).astype(np.float32)
+    cases = []
+    for op_name, combine in (("tensor_scatter_update", None), ("tensor_scatter_add", np.add)):
+        # forwarded: the tensor is made inside the graph and dies at the scatter
+        g = gf.Graph()
+        s = gf.Scope(g)
+        pi = s.placeholder(gf.int64, shape=[m, 1])
+        pu = s.placeholder(gf.float32, shape=[m])
+        work = s.fill(np.array([n], np.int64), np.float32(1.5))
+        out = getattr(s, op_name)(work, pi, pu)
+        sess = _session(g)
+        f = sess.make_callable(out, [pi, pu])
+
+        def base_fwd(combine=combine):
+            w = np.full(n, 1.5, np.float32)
+            if combine is None:
+                w[idx] = upd
+            else:
+                w[idx] += upd  # unique indices: equal to np.add.at
+            return w
+        np.testing.assert_array_equal(f(idx[:, None], upd), base_fwd())
+        before = sess.stats.forwarded
+        f(idx[:, None], upd)
+        assert sess.stats.forwarded == before + 1, "the Fill buffer was not forwarded"
+        cases.append(Case("W3", f"{op_name} [{n}] <- {m}, forwarded",
+                          lambda f=f: f(idx[:, None], upd), base_fwd, "full + in-place w[i] (op)= u",
+                          nbytes=4 * n + 12 * m, random_accesses=m))
+        # not forwardable: the tensor is a feed, so it must be copied
+        g = gf.Graph()
+        s = gf.Scope(g)
+        pt = s.placeholder(gf.float32, shape=[n])
+        pi = s.placeholder(gf.int64, shape=[m, 1])
+        pu = s.placeholder(gf.float32, shape=[m])
+        out = getattr(s, op_name)(pt, pi, pu)
+        f2 = _session(g).make_callable(out, [pt, pi, pu])
+
+        def base_copy(combine=combine):
+            w = tensor.copy()
+            if combine is None:
+                w[idx] = upd
+            else:
+                w[idx] += upd
+            return w
+        np.testing.assert_array_equal(f2(tensor, idx[:, None], upd), base_copy())
+        cases.append(Case("W3", f"{op_name} [{n}] <- {m}, copied (fed)",
+                          lambda f2=f2: f2(tensor, idx[:, None], upd), base_copy,
+                          "copy + w[i] (op)= u", nbytes=8 * n + 12 * m, random_accesses=m))
+    return cases
+
+
+def w4_gather_nd(scale: float) -> list[Case]:
+    rng = _rng()
+    cases = []
+    m = int(1_000_000 * scale)
+    params = rng.standard_normal((int(1_000_000 * scale), 32)).astype(np.float32)
+    idx = rng.integers(0, params.shape[0], (m, 1)).astype(np.int64)
+    g = gf.Graph()
+    s = gf.Scope(g)
+    pp = s.placeholder(gf.float32, shape=params.shape)
+    pi = s.placeholder(gf.int64, shape=idx.shape)
+    f = _session(g).make_callable(s.gather_nd(pp, pi), [pp, pi])
+    base = lambda: np.take(params, idx[:, 0], axis=0)  # noqa: E731
+    np.testing.assert_array_equal(f(params, idx), base())
+    cases.append(Case("W4", f"GatherNd [{params.shape[0]},32] <- {m} depth-1",
+                      lambda: f(params, idx), base, "np.take(axis=0)",
+                      nbytes=2 * m * 32 * 4 + 8 * m, random_accesses=m))
+    side = int(1000 * min(1.0, scale * 3.2))
+    params3 = rng.standard_normal((side, 1000, 16)).astype(np.float32)
+    idx3 = np.stack([rng.integers(0, side, m), rng.integers(0, 1000, m)], 1).astype(np.int64)
+    g = gf.Graph()
+    s = gf.Scope(g)
+    pp = s.placeholder(gf.float32, shape=params3.shape)
+    pi = s.placeholder(gf.int64, shape=idx3.shape)
+    f3 = _session(g).make_callable(s.gather_nd(pp, pi), [pp, pi])
+    flat = params3.reshape(-1, 16)
+    lin = idx3[:, 0] * 1000 + idx3[:, 1]
+    base3 = lambda: np.take(flat, lin, axis=0)  # noqa: E731
+    np.testing.assert_array_equal(f3(params3, idx3), base3())
+    cases.append(Case("W4", f"GatherNd [{side},1000,16] <- {m} depth-2",
+                      lambda: f3(params3, idx3), base3, "np.take on linearized indices",
+                      nbytes=2 * m * 16 * 4 + 16 * m, random_accesses=m))
+    return cases
+
+
+def w5_partition_stitch(scale: float) -> list[Case]:
+    n = int(10_000_000 * scale)
+    rng = _rng()
+    x = rng.standard_normal(n).astype(np.float32)
+    cases = []
+    for k in (2, 16):
+        parts = rng.integers(0, k, n).astype(np.int32)
+        g = gf.Graph()
+        s = gf.Scope(g)
+        px = s.placeholder(gf.float32, shape=[n])
+        pp = s.placeholder(gf.int32, shape=[n])
+        f = _session(g).make_callable(s.dynamic_partition(px, pp, num_partitions=k), [px, pp])
+
+        def base(parts=parts, k=k):
+            return [np.compress(parts == i, x) for i in range(k)]
+        for a, b in zip(f(x, parts), base()):
+            np.testing.assert_array_equal(a, b)
+        cases.append(Case("W5", f"DynamicPartition [{n}] into {k}", lambda f=f, p=parts: f(x, p),
+                          base, "np.compress per partition", nbytes=2 * 4 * n + 4 * n))
+    half = n // 2
+    perm = rng.permutation(n).astype(np.int32)
+    i0, i1 = perm[:half], perm[half:]
+    d0, d1 = x[:half], x[half:]
+    g = gf.Graph()
+    s = gf.Scope(g)
+    pis = [s.placeholder(gf.int32, shape=[half]), s.placeholder(gf.int32, shape=[n - half])]
+    pds = [s.placeholder(gf.float32, shape=[half]), s.placeholder(gf.float32, shape=[n - half])]
+    f = _session(g).make_callable(s.dynamic_stitch(pis, pds), pis + pds)
+
+    def base_stitch():
+        o = np.empty(n, np.float32)
+        o[i0] = d0
+        o[i1] = d1
+        return o
+    np.testing.assert_array_equal(f(i0, i1, d0, d1), base_stitch())
+    cases.append(Case("W5", f"DynamicStitch 2 inputs, {n} total", lambda: f(i0, i1, d0, d1),
+                      base_stitch, "preallocated o[i] = d", nbytes=4 * n * 3, random_accesses=n))
+    # the seed pipeline: partition by mask, +1 on one part, stitch back
+    xs = np.where(rng.random(n) < 0.3, np.float32(-1), x).astype(np.float32)
+    g = gf.Graph()
+    s = gf.Scope(g)
+    px = s.placeholder(gf.float32, shape=[n])
+    mask = s.cast(s.not_equal(px, np.float32(-1)), gf.int32)
+    data = s.dynamic_partition(px, mask, num_partitions=2)
+    positions = s.dynamic_partition(s.range(0, s.size(px), 1), mask, num_partitions=2)
+    out = s.dynamic_stitch(positions, [data[0], s.add(data[1], np.float32(1))])
+    f = _session(g).make_callable(out, [px])
+    base_pipe = lambda: np.where(xs != -1, xs + 1, xs)  # noqa: E731
+    np.testing.assert_array_equal(f(xs), base_pipe())
+    cases.append(Case("W5", f"seed pipeline partition/+1/stitch [{n}]", lambda: f(xs), base_pipe,
+                      "np.where(mask, x + 1, x)", nbytes=2 * 4 * n))
+    return cases
+
+
+def w6_executor_overhead(scale: float) -> list[Case]:
+    v = np.ones(4, np.float32)
+    g = gf.Graph()
+    s = gf.Scope(g)
+    x = s.placeholder(gf.float32, shape=[4])
+    h = x
+    for _ in range(100):
+        h = s.add(h, x)
+    wide = [s.add(x, x) for _ in range(100)]
+    sess = _session(g)
+    chain, many = sess.make_callable(h, [x]), sess.make_callable(wide, [x])
+
+    def loop_chain():
+        a = v
+        for _ in range(100):
+            a = np.add(a, v)
+        return a
+
+    def loop_wide():
+        return [np.add(v, v) for _ in range(100)]
+    return [Case("W6", "chain of 100 tiny Add", lambda: chain(v), loop_chain, "Python loop of np.add",
+                 per="node", units=100),
+            Case("W6", "100 independent tiny Add", lambda: many(v), loop_wide,
+                 "Python loop of np.add", per="node", units=100)]
+
+
+def w7_seed_latency(scale: float) -> list[Case]:
+    g = gf.Graph()
+    s = gf.Scope(g)
+    out = s.scatter_nd(np.array([[4], [3], [1], [7]]), np.array([9, 10, 11, 12], np.int32), [8])
+    f = _session(g).make_callable(out)
+    idx = np.array([4, 3, 1, 7])
+    upd = np.array([9, 10, 11, 12], np.int32)
+
+    def base():
+        o = np.zeros(8, np.int32)
+        np.add.at(o, idx, upd)
+        return o
+    np.testing.assert_array_equal(f(), base())
+    return [Case("W7", "seed ScatterNd [8] <- 4", f, base, "zeros + np.add.at", per="call")]
+
+
+WORKLOADS = {
+    "W1": w1_scatter_nd_elements, "W2": w2_scatter_nd_slices, "W3": w3_tensor_scatter,
+    "W4": w4_gather_nd, "W5": w5_partition_stitch, "W6": w6_executor_overhead,
+    "W7": w7_seed_latency,
+}
