@@ -22,12 +22,13 @@ from .shapes import TensorShape
 bool = bool_  # noqa: A001 - gf.bool, as tf.bool
 
 from . import ops  # noqa: E402  (registers the operator set)
-from .runtime import Session, SessionConfig, list_devices  # noqa: E402
+from .runtime import RunMetadata, RunOptions, Session, SessionConfig, list_devices  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DType", "Graph", "Operation", "Output", "Scope", "Session", "SessionConfig", "TensorShape",
+    "RunOptions", "RunMetadata",
     "Attr", "TypeAttr", "IntAttr", "BoolAttr", "FloatAttr", "StringAttr", "ShapeAttr",
     "TensorAttr", "IntListAttr", "OpDef", "register_op", "op_def", "registered_ops",
     "as_dtype", "errors", "list_devices", "ops",

@@ -4,6 +4,7 @@ from .devices import find_device, list_devices
 from .executor import Plan
 from .placer import place
 from .session import Session, SessionConfig, SessionStats
+from .tracing import NodeEvent, RunMetadata, RunOptions
 
-__all__ = ["CPUDevice", "Device", "Plan", "Session", "SessionConfig", "SessionStats",
+__all__ = ["CPUDevice", "Device", "NodeEvent", "Plan", "RunMetadata", "RunOptions", "Session", "SessionConfig", "SessionStats",
            "find_device", "list_devices", "place"]

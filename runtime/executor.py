@@ -28,6 +28,7 @@ from graphflow.kernel_context import KernelContext
 
 from .device import Device
 from .placer import place
+from .tracing import RunMetadata, traced
 
 #: A node whose output has at least this many elements counts as heavy: only
 #: heavy independent nodes are worth a thread hop.
@@ -181,6 +182,7 @@ class Plan:
                     frees[k].append(slot)
         for s, free in zip(steps, frees):
             s.run = _compile_step(s, tuple(free))
+        self.runs = [s.run for s in steps]
 
         if self.parallel:
             producer_step = {o: k for k, s in enumerate(steps) for o in s.outputs}
@@ -197,18 +199,20 @@ class Plan:
                     self.dependents[j].append(k)
 
     # -- running --------------------------------------------------------------------
-    def run(self, feed_values: Sequence, pool=None) -> list:
+    def run(self, feed_values: Sequence, pool=None, metadata: RunMetadata | None = None) -> list:
+        """Run the plan once; ``metadata``, if given, receives one NodeEvent per step."""
         slots: list[Any] = [None] * self.num_slots
         for slot, value in zip(self.feed_slots, feed_values):
             slots[slot] = value
+        runs = self.runs if metadata is None else [traced(s, metadata) for s in self.steps]
         if self.parallel and pool is not None:
-            self._run_parallel(slots, pool)
+            self._run_parallel(slots, pool, runs)
         else:
             steps = self.steps
             k = 0
             try:
-                for k, step in enumerate(steps):
-                    step.run(slots)
+                for k, run in enumerate(runs):
+                    run(slots)
             except (KeyboardInterrupt, SystemExit):
                 raise
             except Exception as e:  # noqa: BLE001 - re-raised with node context
@@ -225,7 +229,7 @@ class Plan:
             value = value.copy()  # a constant or a feed: the caller gets its own array
         return value
 
-    def _run_parallel(self, slots: list, pool) -> None:
+    def _run_parallel(self, slots: list, pool, runs: list[Callable]) -> None:
         steps = self.steps
         waiting = list(self.waiting)
         unread = list(self.use_counts)
@@ -235,7 +239,7 @@ class Plan:
 
         def work(k: int) -> None:
             try:
-                steps[k].run(slots)
+                runs[k](slots)
                 done.put((k, None))
             except BaseException as e:  # noqa: BLE001 - reported by the coordinator
                 done.put((k, e))

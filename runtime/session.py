@@ -16,6 +16,7 @@ from graphflow.graph import Graph, Operation, Output
 
 from .devices import list_devices
 from .executor import ForwardCounter, Plan
+from .tracing import RunMetadata, RunOptions
 
 
 @dataclass(frozen=True)
@@ -211,17 +212,25 @@ class Session:
             if self._active_runs == 0:
                 self._idle.notify_all()
 
-    def _execute(self, plan: Plan, values: Sequence) -> list:
+    def _execute(self, plan: Plan, values: Sequence, metadata: RunMetadata | None = None) -> list:
         self._enter_run()
         try:
-            return plan.run(values, self._thread_pool() if plan.parallel else None)
+            return plan.run(values, self._thread_pool() if plan.parallel else None, metadata)
         finally:
             self._exit_run()
 
     # -- public API -------------------------------------------------------------
-    def run(self, fetches: Any, feed_dict: dict | None = None, options=None, run_metadata=None):
+    def run(self, fetches: Any, feed_dict: dict | None = None, options: RunOptions | None = None,
+            run_metadata: RunMetadata | None = None):
         """Evaluate ``fetches`` (an Output, an Operation, a name, or nested lists,
-        tuples and dicts of them); Outputs give numpy arrays, Operations None."""
+        tuples and dicts of them); Outputs give numpy arrays, Operations None.
+
+        With ``options=RunOptions(trace=True)``, ``run_metadata`` receives one
+        event per node (device, thread, start/end, output shapes, bytes, forwarding).
+        """
+        if options is not None and options.trace and run_metadata is None:
+            raise InvalidArgumentError("RunOptions(trace=True) needs a run_metadata=RunMetadata()")
+        metadata = run_metadata if options is not None and options.trace else None
         mapper = _Fetches(self.graph, fetches)
         feeds: dict[Output, Any] = {}
         for key, value in (feed_dict or {}).items():
@@ -229,7 +238,7 @@ class Session:
             feeds[out] = _feed_checker(out)(value)
         order = sorted(feeds, key=lambda o: (o.op._id, o.index))
         plan = self._plan(mapper.flat, order)
-        return mapper.build(self._execute(plan, [feeds[o] for o in order]))
+        return mapper.build(self._execute(plan, [feeds[o] for o in order], metadata))
 
     def make_callable(self, fetches: Any, feed_list: Sequence | None = None) -> Callable:
         """A function ``f(*feed_values)`` that runs ``fetches`` with ``feed_list`` fed,

@@ -1,0 +1,95 @@
+"""Per-run tracing: what each node did, and its Chrome trace (Perfetto,
+chrome://tracing). Only runs with ``RunOptions(trace=True)`` pay for it."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Options for one ``Session.run``: ``trace=True`` fills the RunMetadata."""
+
+    trace: bool = False
+
+
+@dataclass
+class NodeEvent:
+    """One node (or device copy) of a traced run."""
+
+    node: str
+    op_type: str
+    device: str
+    thread: str
+    start_us: float
+    end_us: float
+    output_shapes: list
+    bytes_allocated: int
+    forwarded: bool
+
+
+@dataclass
+class RunMetadata:
+    """Filled by a traced run: one NodeEvent per step, in completion order."""
+
+    events: list[NodeEvent] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def _add(self, event: NodeEvent) -> None:
+        with self._lock:
+            self.events.append(event)
+
+    def chrome_trace(self) -> dict[str, Any]:
+        """The run in Chrome's Trace Event Format: one process per device,
+        one track per thread, one complete ("X") event per node."""
+        devices = sorted({e.device for e in self.events})
+        threads = sorted({(e.device, e.thread) for e in self.events})
+        pid = {d: i for i, d in enumerate(devices)}
+        tid = {t: i for i, t in enumerate(threads)}
+        trace = [{"ph": "M", "name": "process_name", "pid": pid[d], "tid": 0, "args": {"name": d}}
+                 for d in devices]
+        trace += [{"ph": "M", "name": "thread_name", "pid": pid[d], "tid": tid[(d, t)],
+                   "args": {"name": t}} for d, t in threads]
+        origin = min((e.start_us for e in self.events), default=0.0)
+        for e in self.events:
+            trace.append({
+                "ph": "X", "name": e.node, "cat": e.op_type, "pid": pid[e.device],
+                "tid": tid[(e.device, e.thread)], "ts": e.start_us - origin,
+                "dur": max(e.end_us - e.start_us, 0.001),
+                "args": {k: v for k, v in asdict(e).items()
+                         if k in ("op_type", "output_shapes", "bytes_allocated", "forwarded")}})
+        return {"traceEvents": trace, "displayTimeUnit": "ms"}
+
+    def save_chrome_trace(self, path: str | os.PathLike) -> None:
+        with open(path, "w") as f:
+            json.dump(self.chrome_trace(), f)
+
+
+def traced(step, metadata: RunMetadata):
+    """``step.run`` wrapped so that it records a NodeEvent into ``metadata``."""
+    run = step.run
+    op = step.op
+    name = op.name if op is not None else step.label
+    op_type = op.type if op is not None else "_Copy"
+    device = step.device.name
+    inputs = step.flat_inputs
+    outputs = step.outputs
+    allocates = op is None or op.op_def.fresh_outputs
+
+    def run_traced(slots):
+        before = [slots[i] for i in inputs]
+        start = time.perf_counter_ns()
+        run(slots)
+        end = time.perf_counter_ns()
+        values = [slots[o] for o in outputs]
+        forwarded = any(v is b for v in values for b in before if hasattr(v, "shape"))
+        metadata._add(NodeEvent(
+            name, op_type, device, threading.current_thread().name, start / 1e3, end / 1e3,
+            [list(getattr(v, "shape", ())) for v in values],
+            sum(int(getattr(v, "nbytes", 0)) for v in values
+                if allocates and not any(v is b for b in before)), forwarded))
+    return run_traced
