@@ -20,7 +20,7 @@ class KernelContext:
     """
 
     __slots__ = ("node_name", "op_type", "attrs", "device", "xp", "config",
-                 "forwardable", "forward_counter", "memory_limit")
+                 "forwardable", "forward_counter", "memory_limit", "cache")
 
     def __init__(self, node_name: str, op_type: str, attrs: Mapping[str, Any], *,
                  device=None, xp=np, config=None, forwardable: tuple[bool, ...] = (),
@@ -35,6 +35,7 @@ class KernelContext:
         self.forwardable = forwardable
         self.forward_counter = forward_counter
         self.memory_limit = memory_limit
+        self.cache: dict = {}  # per-plan state a kernel may keep (e.g. a constant on the device)
 
     @property
     def deterministic(self) -> bool:

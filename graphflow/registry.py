@@ -263,11 +263,8 @@ class OpDef:
 
     def kernel_devices(self, attrs: dict[str, Any] | None = None) -> list[str]:
         """Device types with a kernel (for these attrs, if given)."""
-        found = []
-        for k in self.kernels:
-            if (attrs is None or k.matches(attrs)) and k.device_type not in found:
-                found.append(k.device_type)
-        return found
+        found = {k.device_type for k in self.kernels if attrs is None or k.matches(attrs)}
+        return sorted(found, key=lambda d: (d != "cpu", d))
 
     def no_kernel_error(self, device_type: str | None, attrs: dict[str, Any],
                         node_name: str) -> NotFoundError:

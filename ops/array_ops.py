@@ -33,6 +33,15 @@ def _const(ctx):
     return ctx.attrs["value"]
 
 
+@Const.kernel("gpu", dtype=NON_STRING_TYPES)
+def _const_gpu(ctx):
+    """The value is copied to the device once per plan, then reused."""
+    value = ctx.cache.get("value")
+    if value is None:
+        value = ctx.cache.setdefault("value", ctx.xp.asarray(ctx.attrs["value"]))
+    return value
+
+
 # -- Placeholder -------------------------------------------------------------------
 Placeholder = register_op(
     "Placeholder", outputs=["output: dtype"],
@@ -68,6 +77,7 @@ def _identity_shape(ctx):
 
 
 @Identity.kernel("cpu")
+@Identity.kernel("gpu", T=NON_STRING_TYPES)
 def _identity(ctx, x):
     return x
 
@@ -76,6 +86,7 @@ NoOp = register_op("NoOp", doc="Does nothing; useful as a target for control dep
 
 
 @NoOp.kernel("cpu")
+@NoOp.kernel("gpu")
 def _no_op(ctx):
     return None
 
@@ -93,8 +104,9 @@ def _shape_shape(ctx):
 
 
 @Shape.kernel("cpu")
+@Shape.kernel("gpu", T=NON_STRING_TYPES)
 def _shape(ctx, x):
-    return np.array(np.shape(x), dtype=ctx.attrs["out_type"].as_numpy_dtype)
+    return ctx.xp.array(x.shape, dtype=ctx.attrs["out_type"].as_numpy_dtype)
 
 
 Size = register_op("Size", inputs=["input: T"], outputs=["output: out_type"],
@@ -109,8 +121,9 @@ def _size_shape(ctx):
 
 
 @Size.kernel("cpu")
+@Size.kernel("gpu", T=NON_STRING_TYPES)
 def _size(ctx, x):
-    return np.array(np.size(x), dtype=ctx.attrs["out_type"].as_numpy_dtype)
+    return ctx.xp.array(x.size, dtype=ctx.attrs["out_type"].as_numpy_dtype)
 
 
 Rank = register_op("Rank", inputs=["input: T"], outputs=["output: int32"],
@@ -124,8 +137,9 @@ def _rank_shape(ctx):
 
 
 @Rank.kernel("cpu")
+@Rank.kernel("gpu", T=NON_STRING_TYPES)
 def _rank(ctx, x):
-    return np.array(np.ndim(x), dtype=np.int32)
+    return ctx.xp.array(x.ndim, dtype=np.int32)
 
 
 # -- Reshape -----------------------------------------------------------------------
@@ -180,6 +194,7 @@ def _reshape_shape(ctx):
 
 
 @Reshape.kernel("cpu")
+@Reshape.kernel("gpu", T=NON_STRING_TYPES)
 def _reshape(ctx, x, shape):
     if np.ndim(shape) != 1:
         raise InvalidArgumentError(f"sizes input must be 1-D, not {debug_string(np.shape(shape))}")
@@ -191,7 +206,7 @@ def _reshape(ctx, x, shape):
     for i, d in enumerate(dims):
         if d < -1:
             raise InvalidArgumentError(f"Size {i} must be non-negative, not {d}")
-    size = int(np.size(x))
+    size = int(x.size)
     known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
     if unknown:
         if known == 0 and size != 0 or known and size % known:
@@ -201,7 +216,7 @@ def _reshape(ctx, x, shape):
     elif known != size:
         raise InvalidArgumentError(f"Input to reshape is a tensor with {size} values, but the "
                                    f"requested shape has {known}")
-    return np.reshape(x, dims)
+    return x.reshape(dims)
 
 
 # -- Range -------------------------------------------------------------------------
@@ -238,6 +253,7 @@ def _range_shape(ctx):
 
 
 @Range.kernel("cpu")
+@Range.kernel("gpu")
 def _range(ctx, start, limit, delta):
     dtype = ctx.attrs["Tidx"]
     for name, v in (("start", start), ("limit", limit), ("delta", delta)):
@@ -246,7 +262,8 @@ def _range(ctx, start, limit, delta):
     s, l, d = start.item(), limit.item(), delta.item()
     n = _range_size(s, l, d, dtype.is_integer)
     ctx.check_allocation(n, dtype.as_numpy_dtype)
-    return (s + np.arange(n, dtype=np.float64 if dtype.is_floating else np.int64) * d).astype(
+    xp = ctx.xp
+    return (s + xp.arange(n, dtype=np.float64 if dtype.is_floating else np.int64) * d).astype(
         dtype.as_numpy_dtype)
 
 
@@ -263,12 +280,14 @@ def _cast_shape(ctx):
 
 
 @Cast.kernel("cpu", SrcT=NON_STRING_TYPES, DstT=NON_STRING_TYPES)
+@Cast.kernel("gpu", SrcT=NON_STRING_TYPES, DstT=NON_STRING_TYPES)
 def _cast(ctx, x):
     dst = ctx.attrs["DstT"].as_numpy_dtype
-    if np.iscomplexobj(x) and dst.kind != "c":
-        x = np.real(x)
+    xp = ctx.xp
+    if x.dtype.kind == "c" and dst.kind != "c":
+        x = xp.real(x)
     with np.errstate(all="ignore"):
-        return np.array(x, dtype=dst, copy=True)
+        return x.astype(dst, copy=True)
 
 
 # -- Fill, ZerosLike, OnesLike -----------------------------------------------------
@@ -289,6 +308,7 @@ def _fill_shape(ctx):
 
 
 @Fill.kernel("cpu")
+@Fill.kernel("gpu", T=NON_STRING_TYPES)
 def _fill(ctx, dims, value):
     if np.ndim(dims) != 1:
         raise InvalidArgumentError(f"dims must be a vector, got shape {list(np.shape(dims))}")
@@ -297,8 +317,8 @@ def _fill(ctx, dims, value):
     shape = [int(d) for d in dims.tolist()]
     if any(d < 0 for d in shape):
         raise InvalidArgumentError(f"dims must be non-negative, got {shape}")
-    ctx.check_allocation(int(np.prod(shape, dtype=np.int64)), np.asarray(value).dtype)
-    return np.full(shape, value, dtype=np.asarray(value).dtype)
+    ctx.check_allocation(int(np.prod(shape, dtype=np.int64)), value.dtype)
+    return ctx.xp.full(shape, value, dtype=value.dtype)
 
 
 ZerosLike = register_op("ZerosLike", inputs=["x: T"], outputs=["y: T"], attrs={"T": TypeAttr()},
@@ -316,17 +336,19 @@ def _like_shape(ctx):
 
 
 @ZerosLike.kernel("cpu")
+@ZerosLike.kernel("gpu", T=NON_STRING_TYPES)
 def _zeros_like(ctx, x):
     if ctx.attrs["T"].is_string:
         out = np.empty(np.shape(x), dtype=object)
         out.fill(b"")
         return out
-    return np.zeros_like(x)
+    return ctx.xp.zeros_like(x)
 
 
 @OnesLike.kernel("cpu")
+@OnesLike.kernel("gpu")
 def _ones_like(ctx, x):
-    return np.ones_like(x)
+    return ctx.xp.ones_like(x)
 
 
 # -- ExpandDims, Squeeze -------------------------------------------------------------
@@ -355,11 +377,12 @@ def _expand_dims_shape(ctx):
 
 
 @ExpandDims.kernel("cpu")
+@ExpandDims.kernel("gpu", T=NON_STRING_TYPES)
 def _expand_dims(ctx, x, dim):
     if np.size(dim) != 1:
         raise InvalidArgumentError(f"'dim' must be a tensor with a single value, got {dim.tolist()}")
-    axis = _check_axis(int(np.reshape(dim, -1)[0]), np.ndim(x) + 1, "Tried to expand dim index")
-    return np.expand_dims(x, axis)
+    axis = _check_axis(int(dim.reshape(-1)[0]), x.ndim + 1, "Tried to expand dim index")
+    return ctx.xp.expand_dims(x, axis)
 
 
 Squeeze = register_op("Squeeze", inputs=["input: T"], outputs=["output: T"],
@@ -392,9 +415,10 @@ def _squeeze_shape(ctx):
 
 
 @Squeeze.kernel("cpu")
+@Squeeze.kernel("gpu", T=NON_STRING_TYPES)
 def _squeeze(ctx, x):
-    dims = _squeezed(list(np.shape(x)), ctx.attrs["squeeze_dims"], exact=True)
-    return np.reshape(x, dims)
+    dims = _squeezed(list(x.shape), ctx.attrs["squeeze_dims"], exact=True)
+    return x.reshape(dims)
 
 
 # -- ConcatV2, Pack ------------------------------------------------------------------
@@ -437,6 +461,7 @@ def _concat_shape(ctx):
 
 
 @ConcatV2.kernel("cpu")
+@ConcatV2.kernel("gpu", T=NON_STRING_TYPES)
 def _concat(ctx, values, axis):
     rank = np.ndim(values[0])
     if rank == 0:
@@ -448,7 +473,7 @@ def _concat(ctx, values, axis):
             raise InvalidArgumentError(
                 f"ConcatOp : Dimension mismatch in shape [0] = {debug_string(np.shape(values[0]))} "
                 f"vs. shape[{i}] = {debug_string(np.shape(v))}")
-    return np.concatenate(values, axis=a)
+    return ctx.xp.concatenate(values, axis=a)
 
 
 Pack = register_op("Pack", inputs=["values: N * T"], outputs=["output: T"],
@@ -474,6 +499,7 @@ def _pack_shape(ctx):
 
 
 @Pack.kernel("cpu")
+@Pack.kernel("gpu", T=NON_STRING_TYPES)
 def _pack(ctx, values):
     first = np.shape(values[0])
     for i, v in enumerate(values[1:], 1):
@@ -482,4 +508,4 @@ def _pack(ctx, values):
                 f"Shapes of all inputs must match: values[0].shape = {debug_string(first)} != "
                 f"values[{i}].shape = {debug_string(np.shape(v))}")
     axis = _check_axis(ctx.attrs["axis"], len(first) + 1, "Pack axis")
-    return np.stack(values, axis=axis)
+    return ctx.xp.stack(values, axis=axis)

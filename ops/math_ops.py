@@ -44,8 +44,9 @@ def _binary(name: str, fn, types, doc: str, out: str = "T", aliases=()):
         return broadcast_shapes(ctx, "x", "y")
 
     @op.kernel("cpu")
+    @op.kernel("gpu", T=tuple(t for t in types if not t.is_string))
     def _kernel(ctx, x, y, _fn=fn):
-        return _fn(x, y)
+        return _fn(x, y)  # numpy ufuncs dispatch to cupy for device arrays
     return op
 
 
@@ -87,6 +88,7 @@ def _neg_shape(ctx):
 
 
 @Neg.kernel("cpu")
+@Neg.kernel("gpu")
 def _neg(ctx, x):
     return np.negative(x)
 
@@ -100,6 +102,7 @@ def _logical(name: str, fn, doc: str):
         return broadcast_shapes(ctx, "x", "y")
 
     @op.kernel("cpu")
+    @op.kernel("gpu")
     def _kernel(ctx, x, y, _fn=fn):
         return _fn(x, y)
     return op
@@ -117,6 +120,7 @@ def _not_shape(ctx):
 
 
 @LogicalNot.kernel("cpu")
+@LogicalNot.kernel("gpu")
 def _logical_not(ctx, x):
     return np.logical_not(x)
 
@@ -133,7 +137,8 @@ def _select_shape(ctx):
 
 
 @SelectV2.kernel("cpu")
+@SelectV2.kernel("gpu", T=tuple(t for t in ALL_TYPES if not t.is_string))
 def _select(ctx, condition, t, e):
-    return np.where(condition, t, e)
+    return ctx.xp.where(condition, t, e)
 
 

@@ -59,6 +59,7 @@ class Step:
     outputs: list[int]             # slot per output (the junk slot for a fed output)
     label: str = ""
     run: Callable | None = None    # the compiled closure
+    source: Device | None = None   # for a device copy: where the value comes from
     flat_inputs: list[int] = field(default_factory=list)
 
 
@@ -118,7 +119,8 @@ class Plan:
             if key not in copies:
                 dst = new_slot(device)
                 steps.append(Step(None, device, None, [slot], [dst],
-                                  label=f"copy {src.name} -> {device.name}"))
+                                  label=f"copy {src.name} -> {device.name}",
+                                  source=device_of_slot[slot]))
                 copies[key] = dst
             return copies[key]
 
@@ -223,8 +225,10 @@ class Plan:
         if slot is None:
             return None
         value = slots[slot]
-        if not isinstance(value, np.ndarray):
-            value = device.to_host(value) if device.device_type != "cpu" else np.asarray(value)
+        if device.device_type != "cpu":
+            value = device.to_host(value)
+        elif not isinstance(value, np.ndarray):
+            value = np.asarray(value)
         if not value.flags.writeable:
             value = value.copy()  # a constant or a feed: the caller gets its own array
         return value
@@ -324,14 +328,16 @@ def _worth_parallel(steps: list[Step]) -> bool:
 
 def _compile_step(step: Step, free: tuple[int, ...]) -> Callable:
     """The closure that runs ``step`` on a list of slots."""
-    if step.op is None:  # a device copy
+    if step.op is None:  # a device copy, through the host
         (src,), (dst,) = step.inputs, step.outputs
+        to_host = step.source.to_host if step.source.device_type != "cpu" else None
         to_device = step.device.from_host if step.device.device_type != "cpu" else None
-        src_device_host = step.device.device_type == "cpu"
 
         def copy(s, src=src, dst=dst):
             v = s[src]
-            s[dst] = _to_host(v) if src_device_host else to_device(v)
+            if to_host is not None:
+                v = to_host(v)
+            s[dst] = to_device(v) if to_device is not None else v
             for f in free:
                 s[f] = None
         return copy
@@ -385,12 +391,6 @@ def _compile_step(step: Step, free: tuple[int, ...]) -> Callable:
         for f in free:
             s[f] = None
     return step_n
-
-
-def _to_host(value):
-    if isinstance(value, (np.ndarray, np.generic)):
-        return value
-    return value.get()
 
 
 def _node_error(step: Step, err: BaseException) -> BaseException:

@@ -28,45 +28,69 @@ def _preference(devices: Sequence[Device]) -> list[Device]:
 
 def place(ops: Iterable[Operation], devices: Sequence[Device], *, soft_placement: bool = True,
           log_placement: bool = False) -> dict[Operation, Device]:
-    """Assign a device to every op in ``ops`` (given in topological order)."""
+    """Assign a device to every op in ``ops`` (given in topological order).
+
+    Source ops without a request (constants, mostly) are placed last, on the
+    device of their first consumer, so that a constant lives where it is read.
+    """
+    ops = list(ops)
     preferred = _preference(devices)
     placement: dict[Operation, Device] = {}
+    capable_of: dict[Operation, list[Device]] = {}
+    floating: list[Operation] = []
     for op in ops:
         attrs = dict(op.attrs)
         capable = [d for d in preferred if op.op_def.find_kernel(d.device_type, attrs) is not None]
         if not capable:
             raise op.op_def.no_kernel_error(None, attrs, op.name).with_node(
                 op.name, op.type, site=op.site)
-        chosen = None
+        capable_of[op] = capable
         if op.device:
-            spec = parse_device(op.device)
-            matching = [d for d in devices if d.device_type == spec.device_type
-                        and spec.index in (None, d.index)]
-            chosen = next((d for d in matching if d in capable), None)
-            if chosen is None:
-                reason = (f"no supported kernel for {spec.device_type.upper()} devices is "
-                          f"available (attrs: {_dtype_attrs(attrs)})" if matching
-                          else f"there is no {op.device} device")
-                if not soft_placement:
-                    raise InvalidArgumentError(
-                        f"Cannot assign a device for operation {op.name}: Could not satisfy "
-                        f"explicit device specification '{op.device}' because {reason}",
-                        op.name, op.type, site=op.site)
-                log.info("soft placement: %s (%s) requested %s but %s; placed on %s",
-                         op.name, op.type, op.device, reason, capable[0].name)
-        if chosen is None and op.inputs:
-            first = placement.get(op.inputs[0].op)
-            if first in capable:
-                chosen = first
-        if chosen is None:
-            chosen = capable[0]
-            if chosen.device_type == "cpu" and preferred[0].device_type != "cpu":
-                log.info("%s (%s) stays on %s: no GPU kernel for %s", op.name, op.type,
-                         chosen.name, _dtype_attrs(attrs))
-        placement[op] = chosen
+            placement[op] = _requested(op, capable, devices, soft_placement)
+        elif not op.inputs:
+            floating.append(op)
+        else:
+            placed_inputs = [placement[i.op] for i in op.inputs if i.op in placement]
+            first = placed_inputs[0] if placed_inputs else None
+            placement[op] = first if first in capable else capable[0]
+    first_consumer: dict[Operation, Device] = {}
+    for op in ops:
+        for i in op.inputs:
+            if i.op not in first_consumer and op in placement:
+                first_consumer[i.op] = placement[op]
+    for op in floating:
+        near = first_consumer.get(op)
+        placement[op] = near if near in capable_of[op] else capable_of[op][0]
+    for op in ops:
+        chosen = placement[op]
+        if chosen.device_type == "cpu" and preferred[0].device_type != "cpu" \
+                and preferred[0] not in capable_of[op]:
+            log.info("%s (%s) stays on %s: no GPU kernel for %s", op.name, op.type,
+                     chosen.name, _dtype_attrs(dict(op.attrs)))
         if log_placement:
             print(f"{op.name}: ({op.type}): {chosen.name}", file=sys.stderr)
-    return placement
+    return {op: placement[op] for op in ops}
+
+
+def _requested(op: Operation, capable: list[Device], devices: Sequence[Device],
+               soft_placement: bool) -> Device:
+    """The device ``op`` asked for, or the soft-placement fallback."""
+    spec = parse_device(op.device)
+    matching = [d for d in devices if d.device_type == spec.device_type
+                and spec.index in (None, d.index)]
+    chosen = next((d for d in matching if d in capable), None)
+    if chosen is not None:
+        return chosen
+    reason = (f"no supported kernel for {spec.device_type.upper()} devices is available "
+              f"(attrs: {_dtype_attrs(dict(op.attrs))})" if matching
+              else f"there is no {op.device} device")
+    if not soft_placement:
+        raise InvalidArgumentError(
+            f"Cannot assign a device for operation {op.name}: Could not satisfy explicit device "
+            f"specification '{op.device}' because {reason}", op.name, op.type, site=op.site)
+    log.info("soft placement: %s (%s) requested %s but %s; placed on %s",
+             op.name, op.type, op.device, reason, capable[0].name)
+    return capable[0]
 
 
 def _dtype_attrs(attrs: dict) -> str:

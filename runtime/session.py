@@ -14,6 +14,7 @@ from graphflow.dtypes import as_dtype
 from graphflow.errors import FailedPreconditionError, InvalidArgumentError
 from graphflow.graph import Graph, Operation, Output
 
+from .device import Device
 from .devices import list_devices
 from .executor import ForwardCounter, Plan
 from .tracing import RunMetadata, RunOptions
@@ -166,12 +167,16 @@ def _feed_checker(out: Output) -> Callable[[Any], Any]:
 class Session:
     """Runs fetches of one graph. Safe to use from several threads at once."""
 
-    def __init__(self, graph: Graph | None = None, config: SessionConfig | None = None):
+    def __init__(self, graph: Graph | None = None, config: SessionConfig | None = None, *,
+                 devices: Sequence[Device] | None = None):
+        """``devices`` defaults to every device of the process (``gf.list_devices()``)."""
         if graph is None:
             raise InvalidArgumentError("Session needs a graph: gf.Session(graph)")
         self.graph = graph
         self.config = config or SessionConfig()
-        self.devices = list_devices()
+        self.devices = list(devices) if devices is not None else list_devices()
+        if not any(d.device_type == "cpu" for d in self.devices):
+            raise InvalidArgumentError("A Session needs the CPU device among its devices")
         self.stats = SessionStats()
         self._plans: dict[tuple, Plan] = {}
         self._lock = threading.Lock()

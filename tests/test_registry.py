@@ -76,7 +76,8 @@ def test_op_def_introspection():
     assert "same as x" in d.shape_rule
     assert d.kernel_devices() == ["cpu"]
     assert gf.op_def("test_clip_by_value") is d
-    assert gf.op_def("Add").kernel_devices() == ["cpu"]
+    assert gf.op_def("Add").kernel_devices() == ["cpu", "gpu"]
+    assert gf.op_def("Add").kernel_devices({"T": gf.string}) == ["cpu"]  # strings stay on the host
     with pytest.raises(NotFoundError):
         gf.op_def("NoSuchOp")
 
