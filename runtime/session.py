@@ -30,8 +30,8 @@ class SessionConfig:
         requested one has none (else placement is an error).
     log_device_placement: print each node's device when a plan is compiled.
     deterministic: make GPU scatters bitwise reproducible (and equal to the CPU).
-    memory_limit_bytes: outputs larger than this fail with ResourceExhaustedError
-        before anything is allocated.
+    memory_limit_bytes: an output larger than this fails with ResourceExhaustedError
+        before anything is allocated (default: the machine's physical memory).
     """
 
     inter_op_threads: int | None = None
@@ -43,8 +43,17 @@ class SessionConfig:
     def __post_init__(self):
         if self.inter_op_threads is None:
             object.__setattr__(self, "inter_op_threads", os.cpu_count() or 1)
+        if self.memory_limit_bytes is None:
+            object.__setattr__(self, "memory_limit_bytes", _physical_memory())
         if self.inter_op_threads < 1:
             raise InvalidArgumentError(f"inter_op_threads must be >= 1, got {self.inter_op_threads}")
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return None
 
 
 @dataclass
