@@ -17,6 +17,7 @@ from .graph import Graph, Operation, Output
 from .registry import (Attr, BoolAttr, FloatAttr, IntAttr, IntListAttr, OpDef, ShapeAttr,
                        StringAttr, TensorAttr, TypeAttr, op_def, register_op, registered_ops)
 from .scope import Scope
+from .serialization import import_graph_def, load_graph
 from .shapes import TensorShape
 
 bool = bool_  # noqa: A001 - gf.bool, as tf.bool

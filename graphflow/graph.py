@@ -168,6 +168,16 @@ class Graph:
     def __contains__(self, name: str) -> bool:
         return name in self._by_name
 
+    def as_graph_def(self) -> dict:
+        """A plain, versioned, JSON-ready description (see graphflow.serialization)."""
+        from .serialization import as_graph_def
+        return as_graph_def(self)
+
+    def save(self, path: "str | os.PathLike") -> None:
+        """Write the graph as GraphDef JSON; ``gf.load_graph(path)`` reads it back."""
+        from .serialization import save
+        save(self, path)
+
     def to_networkx(self):
         """A networkx.DiGraph: one node per op; data edges (kind='data', with the
         output and input indices) and control edges (kind='control')."""
