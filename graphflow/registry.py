@@ -289,6 +289,10 @@ class OpDef:
         return (fn.__doc__ or "").strip() if fn else ""
 
     @property
+    def internal(self) -> bool:
+        return self.name.startswith("_")
+
+    @property
     def builder_name(self) -> str:
         return snake_case(self.name)
 
@@ -312,9 +316,13 @@ def register_op(name: str, *, inputs: Iterable[str] = (), outputs: Iterable[str]
                 aliases: Iterable[str] = (), fresh_outputs: bool = True,
                 stateful: bool = False) -> OpDef:
     """Declare a new op type. Returns its OpDef, to which the shape function and
-    kernels are attached with ``@op.shape_fn`` and ``@op.kernel(device)``."""
+    kernels are attached with ``@op.shape_fn`` and ``@op.kernel(device)``.
+
+    A name with a leading underscore declares an internal op (made by graph
+    rewrites, never by users): it gets no builder method and no class.
+    """
     attrs = dict(attrs or {})
-    if not re.match(r"^[A-Z][A-Za-z0-9]*$", name):
+    if not re.match(r"^_?[A-Z][A-Za-z0-9]*$", name):
         raise ValueError(f"Op type names are CamelCase, got {name!r}")
     op_def = OpDef(name, [ArgSpec.parse(s, attrs) for s in inputs],
                    [ArgSpec.parse(s, attrs) for s in outputs], attrs, doc,
@@ -323,8 +331,9 @@ def register_op(name: str, *, inputs: Iterable[str] = (), outputs: Iterable[str]
         if name in _REGISTRY:
             raise ValueError(f"Op type '{name}' is already registered")
         _REGISTRY[name] = op_def
-    for listener in list(_listeners):
-        listener(op_def)
+    if not op_def.internal:
+        for listener in list(_listeners):
+            listener(op_def)
     return op_def
 
 
@@ -340,8 +349,9 @@ def op_def(name: str) -> OpDef:
 
 
 def registered_ops() -> list[OpDef]:
+    """Every public op type, in registration order."""
     with _LOCK:
-        return list(_REGISTRY.values())
+        return [d for d in _REGISTRY.values() if not d.internal]
 
 
 def on_register(listener: Callable[[OpDef], None]) -> None:

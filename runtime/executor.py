@@ -27,6 +27,7 @@ from graphflow.graph import Graph, Operation, Output
 from graphflow.kernel_context import KernelContext
 
 from .device import Device
+from .optimizer import rewrite
 from .placer import place
 from .tracing import RunMetadata, traced
 
@@ -75,7 +76,14 @@ class Plan:
         self.host = cpu
 
         fed = {o: i for i, o in enumerate(self.feeds)}
-        ops = _needed_ops(fetches, fed)
+        ops = _needed_ops(fetches, fed, {})
+        subst: dict[Output, Output] = {}
+        if config.optimize:
+            subst = rewrite(ops)
+            if subst:
+                fetches = [subst.get(f, f) if isinstance(f, Output) else f for f in fetches]
+                ops = _needed_ops(fetches, fed, subst)
+        self.substitutions = subst
         for op in ops:
             if op.type == "Placeholder" and not all(o in fed for o in op.outputs):
                 shape = op.attrs["shape"]
@@ -129,9 +137,9 @@ class Plan:
             inputs = []
             for arg in op.grouped_inputs():
                 if isinstance(arg, list):
-                    inputs.append([slot_on(o, device) for o in arg])
+                    inputs.append([slot_on(subst.get(o, o), device) for o in arg])
                 else:
-                    inputs.append(slot_on(arg, device))
+                    inputs.append(slot_on(subst.get(arg, arg), device))
             outputs = [junk if o in fed else slot_of[o] for o in op.outputs]
             steps.append(Step(op, device, None, inputs, outputs, label=op.name))
         for s in steps:
@@ -288,8 +296,9 @@ class Plan:
             raise _node_error(steps[k], err) from err
 
 
-def _needed_ops(fetches: Sequence, fed: dict) -> list[Operation]:
-    """The ops the fetches need, in creation (= topological) order."""
+def _needed_ops(fetches: Sequence, fed: dict, subst: dict) -> list[Operation]:
+    """The ops the fetches need, in creation (= topological) order; ``subst``
+    replaces outputs by those of rewritten nodes."""
     needed: set[Operation] = set()
     stack: list[Operation] = []
     for f in fetches:
@@ -304,6 +313,7 @@ def _needed_ops(fetches: Sequence, fed: dict) -> list[Operation]:
             continue
         needed.add(op)
         for i in op.inputs:
+            i = subst.get(i, i)
             if i not in fed and i.op not in needed:
                 stack.append(i.op)
         stack.extend(c for c in op.control_inputs if c not in needed)

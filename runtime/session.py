@@ -32,6 +32,7 @@ class SessionConfig:
     deterministic: make GPU scatters bitwise reproducible (and equal to the CPU).
     memory_limit_bytes: an output larger than this fails with ResourceExhaustedError
         before anything is allocated (default: the machine's physical memory).
+    optimize: apply plan-time rewrites (runtime/optimizer.py); results are the same.
     """
 
     inter_op_threads: int | None = None
@@ -39,6 +40,7 @@ class SessionConfig:
     log_device_placement: bool = False
     deterministic: bool = False
     memory_limit_bytes: int | None = None
+    optimize: bool = True
 
     def __post_init__(self):
         if self.inter_op_threads is None:

@@ -1,0 +1,118 @@
+"""Plan-time graph rewrites. They never change the user's graph: a rewrite
+returns substitutes (Output -> Output of a new, unregistered node) that the
+plan wires in instead. Switch them off with ``SessionConfig(optimize=False)``.
+
+Partition -> element-wise -> stitch. The seed pipeline
+
+    parts = DynamicPartition(x, p, K)
+    rows  = DynamicPartition(Range(0, Size(x), 1), p, K)
+    y     = DynamicStitch(rows, [f_0(parts[0]), ..., f_{K-1}(parts[K-1])])
+
+with element-wise f_k (chains of Identity/Neg and binary ops with a scalar) and
+1-D x equals ``select(p, f_k(x))``: one pass instead of a partition, K
+compactions and a scatter. With p = Cast(mask), the mask is used directly.
+"""
+from __future__ import annotations
+
+import graphflow.ops.fused_ops  # noqa: F401  (registers _PartitionedSelect)
+from graphflow.dtypes import bool_
+from graphflow.graph import Operation, Output
+from graphflow.inference import constant_value
+from graphflow.registry import op_def
+
+_UNARY = {"Identity", "Neg"}
+_BINARY = {"Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"}
+_STITCHES = {"DynamicStitch", "ParallelDynamicStitch"}
+
+
+def rewrite(ops: list[Operation]) -> dict[Output, Output]:
+    """Substitutes for the outputs of ``ops`` that a rewrite can compute faster."""
+    subst: dict[Output, Output] = {}
+    for op in ops:
+        if op.type in _STITCHES:
+            fused = _fuse_partition_stitch(op)
+            if fused is not None:
+                subst[op.outputs[0]] = fused.outputs[0]
+    return subst
+
+
+def _fuse_partition_stitch(stitch: Operation) -> Operation | None:
+    indices, data = stitch.grouped_inputs()
+    rows = indices[0].op
+    if rows.type != "DynamicPartition" or stitch.control_inputs or rows.control_inputs:
+        return None
+    k = rows.attrs["num_partitions"]
+    if len(indices) != k or any(i.op is not rows for i in indices):
+        return None
+    order = [i.index for i in indices]
+    if sorted(order) != list(range(k)):
+        return None
+    partitions = rows.inputs[1]
+    programs: list = [None] * k
+    scalars: list[Output] = []
+    parts = None
+    for j, value in enumerate(data):
+        chain = []
+        while value.op.type != "DynamicPartition":
+            step = _elementwise_step(value, scalars)
+            if step is None:
+                return None
+            chain.append(step[:3])
+            value = step[3]
+        if (parts is not None and value.op is not parts) or value.index != order[j]:
+            return None
+        parts = value.op
+        programs[order[j]] = tuple(reversed(chain))
+    x = parts.inputs[0]
+    if parts.inputs[1] is not partitions or parts.attrs["num_partitions"] != k \
+            or parts.control_inputs or x.shape.rank != 1 or partitions.shape.rank != 1 \
+            or any(s.dtype != x.dtype for s in scalars) or not _is_row_range(rows.inputs[0], x):
+        return None
+    selector = partitions
+    if partitions.op.type == "Cast" and partitions.op.inputs[0].dtype == bool_ and k >= 2:
+        selector = partitions.op.inputs[0]
+    definition = op_def("_PartitionedSelect")
+    attrs = {"T": x.dtype, "Tsel": selector.dtype, "M": len(scalars), "num_partitions": k,
+             "program": tuple(programs)}
+    fused = Operation(stitch.graph, stitch.name, definition, [x, selector, *scalars],
+                      (1, 1, len(scalars)), (), attrs, stitch.device, stitch.site)
+    fused.outputs = (Output(fused, 0, x.dtype, stitch.outputs[0].shape),)
+    fused._id = stitch._id
+    return fused
+
+
+def _elementwise_step(value: Output, scalars: list[Output]):
+    """``(op_type, chain position, scalar index, chain input)`` if ``value`` is an
+    element-wise op of one rank-1 chain value (and a scalar), else None."""
+    op = value.op
+    if op.control_inputs or value.dtype != op.inputs[0].dtype:
+        return None
+    if op.type in _UNARY:
+        return op.type, 0, -1, op.inputs[0]
+    if op.type in _BINARY:
+        a, b = op.inputs
+        if b.shape.rank == 0 and a.shape.rank == 1:
+            scalars.append(b)
+            return op.type, 0, len(scalars) - 1, a
+        if a.shape.rank == 0 and b.shape.rank == 1:
+            scalars.append(a)
+            return op.type, 1, len(scalars) - 1, b
+    return None
+
+
+def _is_row_range(r: Output, x: Output) -> bool:
+    """Whether ``r`` is Range(0, n, 1) with n the length of the 1-D ``x``."""
+    if r.op.type != "Range":
+        return False
+    start, limit, delta = r.op.inputs
+    if _scalar(start) != 0 or _scalar(delta) != 1:
+        return False
+    if limit.op.type == "Size" and limit.op.inputs[0] is x:
+        return True
+    n = _scalar(limit)
+    return n is not None and x.shape[0] is not None and n == x.shape[0]
+
+
+def _scalar(o: Output):
+    v = constant_value(o)
+    return None if v is None or v.size != 1 else v.reshape(-1)[0].item()
