@@ -10,14 +10,8 @@ from __future__ import annotations
 
 from graphflow.wrappers import OP_CLASSES, OpWrapper
 
-from . import array_ops, math_ops  # noqa: F401  (registration)
+from . import array_ops, math_ops, partition_ops, scatter_ops  # noqa: F401  (registration)
 
-for _family in ("scatter_ops", "partition_ops"):
-    try:
-        __import__(f"{__name__}.{_family}")
-    except ModuleNotFoundError as _e:  # a family not written yet
-        if _e.name != f"{__name__}.{_family}":
-            raise
 
 
 def __getattr__(name: str):
