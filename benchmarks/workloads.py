@@ -88,9 +88,8 @@ def w2_scatter_nd_slices(scale: float) -> list[Case]:
     pu = s.placeholder(gf.float32, shape=[m, width])
     out = s.scatter_nd(pi, pu, np.array([rows, width], np.int64))
     f = _session(g).make_callable(out, [pi, pu])
-    offsets = (idx[:, None] * width + np.arange(width)).reshape(-1)
-
     def base():  # the faster of the two hand-written forms (rows are 2-4x slower)
+        offsets = (idx[:, None] * width + np.arange(width)).reshape(-1)
         o = np.zeros(rows * width, np.float32)
         np.add.at(o, offsets, upd.reshape(-1))
         return o.reshape(rows, width)
@@ -224,7 +223,7 @@ def w5_partition_stitch(scale: float) -> list[Case]:
         o[i1] = d1
         return o
     np.testing.assert_array_equal(f(i0, i1, d0, d1), base_stitch())
-    cases.append(Case("W5", f"DynamicStitch 2 inputs, {n} total", lambda: f(i0, i1, d0, d1),
+    cases.append(Case("W5", f"DynamicStitch 2 inputs, {n} total", lambda f=f: f(i0, i1, d0, d1),
                       base_stitch, "preallocated o[i] = d", nbytes=4 * n * 3, random_accesses=n))
     # the seed pipeline: partition by mask, +1 on one part, stitch back
     xs = np.where(rng.random(n) < 0.3, np.float32(-1), x).astype(np.float32)
