@@ -10,6 +10,8 @@ updates with one bulk numpy operation. Plain reference loop::
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from graphflow.dtypes import ALL_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, int16, int32, int64, \
@@ -74,25 +76,31 @@ def check_scatter_args(indices, updates, out_shape: tuple) -> tuple[int, int]:
     if updates.ndim < 1:
         raise InvalidArgumentError(f"Updates shape must have rank at least one. Found:"
                                    f"{debug_string(updates.shape)}")
-    out_size = int(np.prod(out_shape, dtype=np.int64))
+    out_size = math.prod(out_shape)
     if (out_size == 0 and (indices.size or updates.size)) or (indices.size == 0 and updates.size):
         raise InvalidArgumentError("Indices and updates specified for empty output shape")
     depth = indices.shape[-1] if indices.ndim > 1 else 1
     outer = indices.ndim - 1 if indices.ndim > 1 else 1
     rank = len(out_shape)
-    prefix = (f"Dimensions [0,{outer}) of indices[shape={debug_string(indices.shape)}] must match "
-              f"dimensions [0,{outer}) of updates[shape={debug_string(updates.shape)}]")
-    suffix = (f"Dimensions [{depth},{rank}) of input[shape={debug_string(out_shape)}] must match "
-              f"dimensions [{outer},{updates.ndim}) of updates[shape={debug_string(updates.shape)}]")
+
+    def prefix():
+        return InvalidArgumentError(
+            f"Dimensions [0,{outer}) of indices[shape={debug_string(indices.shape)}] must match "
+            f"dimensions [0,{outer}) of updates[shape={debug_string(updates.shape)}]")
+
+    def suffix():
+        return InvalidArgumentError(
+            f"Dimensions [{depth},{rank}) of input[shape={debug_string(out_shape)}] must match "
+            f"dimensions [{outer},{updates.ndim}) of updates[shape={debug_string(updates.shape)}]")
     if updates.ndim < outer:
-        raise InvalidArgumentError(prefix)
+        raise prefix()
     if depth > rank or updates.ndim != outer + rank - depth:
-        raise InvalidArgumentError(suffix)
+        raise suffix()
     if updates.shape[:outer] != indices.shape[:outer]:
-        raise InvalidArgumentError(prefix)
+        raise prefix()
     if updates.shape[outer:] != tuple(out_shape[depth:]):
-        raise InvalidArgumentError(suffix)
-    return depth, int(np.prod(indices.shape[:outer], dtype=np.int64))
+        raise suffix()
+    return depth, math.prod(indices.shape[:outer])
 
 
 def linear_offsets(indices, depth: int, count: int, dims: tuple, policy: str, what: str,
@@ -134,11 +142,12 @@ def _element_offsets(offsets, slice_size: int):
     return (offsets[:, None] * slice_size + np.arange(slice_size, dtype=np.int64)).reshape(-1)
 
 
-def _scatter_into(out, indices, updates, policy: str, combine: str) -> None:
+def _scatter_into(out, indices, updates, policy: str, combine: str,
+                  checked: tuple[int, int] | None = None) -> None:
     """Apply ``updates`` to ``out`` (modified in place) at ``indices``."""
-    depth, count = check_scatter_args(indices, updates, out.shape)
+    depth, count = checked or check_scatter_args(indices, updates, out.shape)
     offsets, valid = linear_offsets(indices, depth, count, out.shape, policy, "shape")
-    slice_size = int(np.prod(out.shape[depth:], dtype=np.int64))
+    slice_size = math.prod(out.shape[depth:])
     values = updates.reshape(count, slice_size)
     if valid is not None:
         values = values[valid]
@@ -195,7 +204,7 @@ def _scatter_nd(ctx, indices, updates, shape):
         if d < 0:
             raise InvalidArgumentError(f"Dimension {d} must be >= 0")
     dtype = ctx.attrs["T"]
-    ctx.check_allocation(int(np.prod(dims, dtype=np.int64)), dtype.as_numpy_dtype)
+    ctx.check_allocation(math.prod(dims), dtype.as_numpy_dtype)
     if dtype.is_string:
         out = np.empty(dims, dtype=object)
         out.fill(b"")
@@ -223,9 +232,9 @@ def _tensor_scatter(name: str, combine: str, kernel_types, index_types, doc: str
     def _kernel(ctx, tensor, indices, updates):
         if tensor.ndim == 0 and indices.size:
             raise InvalidArgumentError("Indices and updates specified for empty output shape")
-        check_scatter_args(indices, updates, tensor.shape)  # before touching any buffer
+        checked = check_scatter_args(indices, updates, tensor.shape)  # before touching any buffer
         out = ctx.forward_or_copy(0, tensor)
-        _scatter_into(out, indices, updates, ctx.attrs["bad_indices_policy"], combine)
+        _scatter_into(out, indices, updates, ctx.attrs["bad_indices_policy"], combine, checked)
         return out
     return op
 

@@ -358,6 +358,12 @@ def _compile_step(step: Step, free: tuple[int, ...]) -> Callable:
     has_lists = any(isinstance(a, list) for a in ins)
     if not has_lists and len(outs) == 1:
         (o,) = outs
+        if not ins:
+            def step0(s):
+                s[o] = fn(ctx)
+                for f in free:
+                    s[f] = None
+            return step0
         if len(ins) == 1:
             (a,) = ins
 
