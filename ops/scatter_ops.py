@@ -153,7 +153,10 @@ def _scatter_into(out, indices, updates, policy: str, combine: str,
         values = values[valid]
     flat = out.reshape(-1)
     if combine == "update":  # numpy fancy assignment: the last of duplicates wins
-        flat.reshape(-1, slice_size)[offsets] = values
+        if slice_size == 1:
+            flat[offsets] = values.reshape(-1)
+        else:
+            flat.reshape(-1, slice_size)[offsets] = values
         return
     elements = _element_offsets(offsets, slice_size)
     values = values.reshape(-1)
