@@ -1,0 +1,45 @@
+"""On a machine with cupy and a CUDA device: every op placed on /gpu:0 agrees
+with the CPU. Skipped cleanly elsewhere (CI has no GPU)."""
+import numpy as np
+import pytest
+
+import graphflow as gf
+
+GPU = next((d for d in gf.list_devices() if d.device_type == "gpu"), None)
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(GPU is None, reason="needs cupy and a CUDA device")]
+
+
+def _both(build):
+    results = []
+    for device in ("/cpu:0", "/gpu:0"):
+        scope = gf.Scope(gf.Graph()).with_device(device)
+        out = build(scope)
+        with gf.Session(scope.graph) as sess:
+            results.append(sess.run(out))
+    return results
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "maximum", "minimum", "less", "equal"])
+def test_binary_ops_agree(name):
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((64, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    cpu, gpu = _both(lambda s: getattr(s, name)(x, y))
+    np.testing.assert_array_equal(cpu, gpu)
+
+
+def test_array_ops_agree():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+    def build(s):
+        return [s.reshape(x, [-1, 4]), s.concat([x, x], 1), s.pack([x, x], axis=0),
+                s.expand_dims(x, 0), s.cast(x, gf.int32), s.fill([2, 2], 3.0), s.range(0, 10, 3),
+                s.where(s.greater(x, 5.0), x, s.neg(x)), s.shape(x)]
+    for cpu, gpu in zip(*_both(build)):
+        np.testing.assert_array_equal(cpu, gpu)
+
+
+def test_scatter_family_runs_on_a_gpu_session():
+    """Ops without a GPU kernel fall back to the CPU; results are identical."""
+    cpu, gpu = _both(lambda s: s.scatter_nd([[4], [3], [1], [7]], [9, 10, 11, 12], [8]))
+    np.testing.assert_array_equal(cpu, gpu)
