@@ -178,6 +178,11 @@ class Graph:
         from .serialization import save
         save(self, path)
 
+    def to_dot(self, **options: Any) -> str:
+        """Graphviz DOT text of the graph (see graphflow.visualize.to_dot)."""
+        from .visualize import to_dot
+        return to_dot(self, **options)
+
     def to_networkx(self):
         """A networkx.DiGraph: one node per op; data edges (kind='data', with the
         output and input indices) and control edges (kind='control')."""

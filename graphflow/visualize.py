@@ -1,0 +1,127 @@
+"""Pictures of graphs: Graphviz DOT text, and rendering it with the ``dot`` binary.
+
+``to_dot`` needs nothing but the graph. Each op is a box labelled with its
+name, type and each output's dtype and shape, filled by requested device (a
+legend says which colour is which); data edges are solid and carry the tensor
+shape, control edges are dashed. ``render`` runs Graphviz's ``dot`` if it is
+installed (``apt-get install graphviz``, ``brew install graphviz``).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .errors import InternalError, InvalidArgumentError, NotFoundError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .graph import Graph, Operation
+
+#: Fill colour per requested device type ("" = no device requested).
+DEVICE_COLORS = {"cpu": "#dae8fc", "gpu": "#d5e8d4", "": "#ffffff"}
+_LEGEND = (("cpu", "requested CPU"), ("gpu", "requested GPU"), ("", "no device requested"))
+#: Formats ``render`` asks ``dot`` for, by file extension.
+RENDER_FORMATS = ("svg", "png", "pdf")
+_MAX_SHOWN_VALUE = 4  # a Const with at most this many elements shows its value
+
+
+def _quote(text: str) -> str:
+    """A DOT double-quoted string; newlines become centred line breaks."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + "\\n".join(text.split("\n")) + '"'
+
+
+def device_type(op: "Operation") -> str:
+    """``"cpu"``, ``"gpu"`` or ``""``: the device type the op asked for."""
+    device = op.device.upper()
+    if ":GPU:" in device:
+        return "gpu"
+    if ":CPU:" in device:
+        return "cpu"
+    return ""
+
+
+def _label(op: "Operation") -> str:
+    lines = [op.name, f"({op.type})" if op.type != op.name else ""]
+    lines = [line for line in lines if line]
+    many = len(op.outputs) > 1
+    for out in op.outputs:
+        lines.append(f"{f'{out.index}: ' if many else ''}{out.dtype.name} {out.shape}")
+    if op.type == "Const":
+        value = op.attrs["value"]
+        if value.size <= _MAX_SHOWN_VALUE:
+            lines.append("= " + np.array2string(value, separator=", ").replace("\n", ""))
+    if op.device:
+        lines.append(op.device)
+    return "\n".join(lines)
+
+
+def to_dot(graph: "Graph", *, legend: bool = True, rankdir: str = "TB") -> str:
+    """The DOT text of ``graph``: one box per op, solid data and dashed control edges."""
+    lines = ["digraph graphflow {",
+             f"  graph [rankdir={rankdir}, fontname=Helvetica, fontsize=10];",
+             '  node [shape=box, style="rounded,filled", fontname=Helvetica, fontsize=10];',
+             "  edge [fontname=Helvetica, fontsize=9];"]
+    ops = graph.operations()
+    for op in ops:
+        color = DEVICE_COLORS[device_type(op)]
+        lines.append(f"  {_quote(op.name)} [label={_quote(_label(op))}, fillcolor=\"{color}\"];")
+    for op in ops:
+        for src in op.inputs:
+            port = f":{src.index} " if len(src.op.outputs) > 1 else ""
+            lines.append(f"  {_quote(src.op.name)} -> {_quote(op.name)} "
+                         f"[label={_quote(port + str(src.shape))}];")
+        for ctrl in op.control_inputs:
+            lines.append(f"  {_quote(ctrl.name)} -> {_quote(op.name)} "
+                         f"[style=dashed, color=gray40, arrowhead=odot];")
+    if legend:
+        lines += _legend()
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _legend() -> list[str]:
+    # Names starting with "_" cannot clash with op names (those start with [A-Za-z0-9.]).
+    lines = ["  subgraph cluster_legend {",
+             '    label="legend"; fontsize=9; style=dashed; color=gray60;',
+             '    node [fontsize=9, width=0, height=0];']
+    for key, text in _LEGEND:
+        lines.append(f'    "_legend_{key or "none"}" [label="{text}", '
+                     f'fillcolor="{DEVICE_COLORS[key]}"];')
+    lines += ['    "_legend_a" [label="producer", fillcolor="#ffffff"];',
+              '    "_legend_b" [label="consumer", fillcolor="#ffffff"];',
+              '    "_legend_c" [label="runs after", fillcolor="#ffffff"];',
+              '    "_legend_a" -> "_legend_b" [label="data [shape]"];',
+              '    "_legend_b" -> "_legend_c" [label="control", style=dashed, color=gray40, '
+              'arrowhead=odot];',
+              "  }"]
+    return lines
+
+
+def dot_binary() -> str | None:
+    """The path of Graphviz's ``dot``, or None if it is not installed."""
+    return shutil.which("dot")
+
+
+def render(dot_text: str, path: str | os.PathLike, fmt: str | None = None) -> None:
+    """Write ``dot_text`` drawn as ``fmt`` (default: the extension of ``path``)."""
+    fmt = (fmt or os.path.splitext(os.fspath(path))[1].lstrip(".")).lower()
+    if fmt not in RENDER_FORMATS:
+        raise InvalidArgumentError(f"Cannot render to '{fmt}': use one of "
+                                 f"{', '.join(RENDER_FORMATS)} (or .dot for the text)")
+    binary = dot_binary()
+    if binary is None:
+        raise NotFoundError("Rendering needs Graphviz's `dot` binary, which is not on PATH: "
+                            "install Graphviz (apt-get install graphviz, brew install "
+                            "graphviz), or write .dot text instead")
+    done = subprocess.run([binary, f"-T{fmt}", "-o", os.fspath(path)], input=dot_text.encode(),
+                          capture_output=True, check=False)
+    if done.returncode != 0:
+        raise InternalError(f"dot failed (exit {done.returncode}): "
+                                 f"{done.stderr.decode(errors='replace').strip()}")
+
+
+__all__ = ["to_dot", "render", "dot_binary", "device_type", "DEVICE_COLORS", "RENDER_FORMATS"]
