@@ -1,0 +1,6 @@
+"""``python -m graphflow``: the same command line as the ``graphflow`` script."""
+import sys
+
+from graphflow.cli import main
+
+sys.exit(main())

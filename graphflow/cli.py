@@ -1,0 +1,266 @@
+"""The ``graphflow`` command: look at, document and run saved graphs.
+
+    graphflow show GRAPH.json [-o graph.svg|png|pdf|dot]   DOT text or a picture
+    graphflow inspect GRAPH.json                           nodes, types, dtypes, shapes
+    graphflow run GRAPH.json --fetch NAME[:i] [--feed NAME[:i]=x.npy] [--save DIR]
+    graphflow ops [NAME] [--markdown]                      the op reference
+
+Exit status: 0 on success, 1 when the command fails (a bad graph file, an op
+error, no Graphviz), 2 for bad usage (unknown verb or option, malformed --feed).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+import numpy as np
+
+
+class CommandError(Exception):
+    """A failure to report in one line with exit status 1."""
+
+
+class UsageError(Exception):
+    """Bad usage to report in one line with exit status 2."""
+
+
+# -- show ----------------------------------------------------------------------------
+def _cmd_show(args: argparse.Namespace) -> None:
+    from . import visualize
+
+    dot = _load(args.graph).to_dot(legend=not args.no_legend)
+    if args.output is None or args.output == "-":
+        sys.stdout.write(dot)
+        return
+    ext = os.path.splitext(args.output)[1].lstrip(".").lower()
+    if ext in ("dot", "gv"):
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(dot)
+    elif ext in visualize.RENDER_FORMATS:
+        visualize.render(dot, args.output, ext)
+    else:
+        raise UsageError(f"cannot tell the format of '{args.output}': use .dot, "
+                         + ", ".join(f".{f}" for f in visualize.RENDER_FORMATS))
+    print(f"wrote {args.output}", file=sys.stderr)
+
+
+# -- inspect -------------------------------------------------------------------------
+def _cmd_inspect(args: argparse.Namespace) -> None:
+    graph = _load(args.graph)
+    rows = [("NAME", "TYPE", "OUTPUTS", "INPUTS", "DEVICE")]
+    for op in graph.operations():
+        outs = ", ".join(f"{o.dtype.name} {o.shape}" for o in op.outputs) or "-"
+        ins = [o.name for o in op.inputs] + [f"^{c.name}" for c in op.control_inputs]
+        rows.append((op.name, op.type, outs, ", ".join(ins) or "-", op.device or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+    print(f"{len(graph)} nodes")
+
+
+# -- run -------------------------------------------------------------------------------
+def _parse_feed(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise UsageError(f"--feed expects NAME[:i]=FILE.npy, got '{text}'")
+    return name, path
+
+
+def _cmd_run(args: argparse.Namespace) -> None:
+    import graphflow as gf
+
+    graph = _load(args.graph)
+    feeds = {}
+    for text in args.feed:
+        name, path = _parse_feed(text)
+        try:
+            feeds[_output_name(name)] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise CommandError(f"cannot read --feed {name} from '{path}': {e}") from None
+    fetches = [_output_name(f) for f in args.fetch]
+    options = metadata = None
+    if args.trace:
+        options, metadata = gf.RunOptions(trace=True), gf.RunMetadata()
+    with gf.Session(graph) as sess:
+        values = sess.run(fetches, feeds, options=options, run_metadata=metadata)
+    if args.save:
+        os.makedirs(args.save, exist_ok=True)
+    for name, value in zip(fetches, values):
+        print(f"{name}  {gf.as_dtype(value.dtype).name} {list(value.shape)}")
+        print(np.array2string(value, threshold=args.threshold))
+        if args.save:
+            path = os.path.join(args.save, name.replace("/", "_").replace(":", "_") + ".npy")
+            np.save(path, value, allow_pickle=value.dtype == object)
+            print(f"wrote {path}", file=sys.stderr)
+    if metadata is not None:
+        metadata.save_chrome_trace(args.trace)
+        print(f"wrote {args.trace}", file=sys.stderr)
+
+
+def _output_name(name: str) -> str:
+    """``op`` -> ``op:0``; ``op:1`` stays."""
+    return name if ":" in name else f"{name}:0"
+
+
+# -- ops -------------------------------------------------------------------------------
+def _cmd_ops(args: argparse.Namespace) -> None:
+    from . import registry
+
+    if args.name:
+        try:
+            defs = [registry.op_def(args.name)]
+        except LookupError:
+            raise CommandError(f"no op named '{args.name}'; `graphflow ops` lists them") from None
+    else:
+        defs = registry.registered_ops()
+    sys.stdout.write(op_reference_markdown(defs) if args.markdown else op_reference_text(defs))
+
+
+def _family(d) -> str:
+    fn = d.shape_function or (d.kernels[0].fn if d.kernels else None)
+    module = getattr(fn, "__module__", "") or ""
+    return module.rsplit(".", 1)[-1] if module.startswith("graphflow.ops.") else "other"
+
+
+def _type_set(types: Sequence) -> str:
+    """A kernel's attr constraint, named when it is one of the usual dtype sets."""
+    from . import dtypes
+
+    named = {frozenset(dtypes.ALL_TYPES): "any type",
+             frozenset(t for t in dtypes.ALL_TYPES if not t.is_string): "any type but string",
+             frozenset(dtypes.NUMBER_TYPES): "number types",
+             frozenset(dtypes.REAL_NUMBER_TYPES): "real number types"}
+    return named.get(frozenset(types)) or "{" + ", ".join(repr(t) if isinstance(t, str) else str(t) for t in types) + "}"
+
+
+def _kernels(d) -> str:
+    """``cpu; gpu (T: any type but string)``: device types first CPU, then the rest."""
+    parts = []
+    for k in sorted(d.kernels, key=lambda k: (k.device_type != "cpu", k.device_type)):
+        where = "; ".join(f"{a}: {_type_set(v)}" for a, v in k.constraints.items())
+        parts.append(f"{k.device_type} ({where})" if where else k.device_type)
+    return ", ".join(parts) or "none"
+
+
+def op_reference_text(defs: Sequence) -> str:
+    """One block per op: signature, doc, shape rule, kernel devices."""
+    blocks = []
+    for d in defs:
+        lines = [d.signature]
+        if d.doc:
+            lines.append(f"    {d.doc}")
+        if d.shape_rule:
+            lines.append(f"    shape:   {d.shape_rule}")
+        lines.append(f"    builder: scope.{d.builder_name}()"
+                     + (f"  (aliases: {', '.join(d.aliases)})" if d.aliases else ""))
+        lines.append(f"    kernels: {_kernels(d)}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
+
+
+def op_reference_markdown(defs: Sequence) -> str:
+    """docs/ops.md: ops grouped by family module, each with its signature and rules."""
+    families: dict[str, list] = {}
+    for d in defs:
+        families.setdefault(_family(d), []).append(d)
+    out = ["# graphflow op reference", "",
+           "Generated from the op registry by `graphflow ops --markdown`; do not edit by hand.",
+           f"{len(defs)} op{'s' if len(defs) != 1 else ''}. Attrs are `name: kind = default`; kernels list the device types "
+           "with a kernel and the dtypes they take.", ""]
+    for family, members in families.items():
+        out.append(f"- **{family}**: " + ", ".join(f"[{d.name}](#{d.name.lower()})"
+                                                    for d in members))
+    for family, members in families.items():
+        out += ["", f"## {family}"]
+        for d in members:
+            out += ["", f"### {d.name}", "", "```", d.signature, "```", ""]
+            if d.doc:
+                out += [d.doc, ""]
+            if d.shape_rule:
+                out.append(f"- **Shape:** {d.shape_rule}")
+            aliases = "".join(f", `scope.{a}()`" for a in d.aliases)
+            out.append(f"- **Builder:** `scope.{d.builder_name}()`{aliases}, "
+                       f"`graphflow.ops.{d.name}.create(scope, ...)`")
+            out.append(f"- **Kernels:** {_kernels(d)}")
+    return "\n".join(out) + "\n"
+
+
+# -- plumbing --------------------------------------------------------------------------
+def _load(path: str):
+    from .serialization import load_graph
+
+    try:
+        return load_graph(path)
+    except OSError as e:
+        raise CommandError(f"cannot read '{path}': {e.strerror or e}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="graphflow", description="Look at, document and run saved graphflow graphs "
+        "(files written by graph.save(path)).",
+        epilog="Exit status: 0 success, 1 failure, 2 bad usage.")
+    parser.add_argument("--version", action="version", version=f"graphflow {__version__}")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    show = verbs.add_parser("show", help="draw a graph (DOT text, or SVG/PNG/PDF via Graphviz)",
+                            description="Print the graph as Graphviz DOT text, or write it to "
+                            "-o FILE: .dot writes the text, .svg/.png/.pdf render it with "
+                            "Graphviz's `dot` (apt-get install graphviz).")
+    show.add_argument("graph", metavar="GRAPH", help="a GraphDef JSON file")
+    show.add_argument("-o", "--output", metavar="FILE", help="out.svg, out.png, out.pdf or out.dot")
+    show.add_argument("--no-legend", action="store_true", help="leave out the colour legend")
+    show.set_defaults(func=_cmd_show, parser=show)
+
+    inspect = verbs.add_parser("inspect", help="list a graph's nodes, types, dtypes and shapes")
+    inspect.add_argument("graph", metavar="GRAPH", help="a GraphDef JSON file")
+    inspect.set_defaults(func=_cmd_inspect, parser=inspect)
+
+    run = verbs.add_parser("run", help="run a graph and print the fetched values",
+                           description="Run a saved graph on the available devices and print "
+                           "each fetched value.")
+    run.add_argument("graph", metavar="GRAPH", help="a GraphDef JSON file")
+    run.add_argument("--fetch", action="append", required=True, metavar="NAME[:i]",
+                     help="an output to fetch (repeatable; NAME means NAME:0)")
+    run.add_argument("--feed", action="append", default=[], metavar="NAME[:i]=FILE.npy",
+                     help="feed an output (usually a Placeholder) from a .npy file (repeatable)")
+    run.add_argument("--save", metavar="DIR", help="also write each fetched value to DIR as .npy")
+    run.add_argument("--trace", metavar="OUT.json", help="write a Chrome trace of the run")
+    run.add_argument("--threshold", type=int, default=1000, metavar="N",
+                     help="summarise arrays with more than N elements (default 1000)")
+    run.set_defaults(func=_cmd_run, parser=run)
+
+    ops = verbs.add_parser("ops", help="the op reference: signatures, shape rules, kernels",
+                           description="List every registered op (or one op) with its "
+                           "signature, shape rule and the devices that have kernels.")
+    ops.add_argument("name", nargs="?", metavar="NAME", help="one op (type or builder name)")
+    ops.add_argument("--markdown", action="store_true", help="Markdown, as in docs/ops.md")
+    ops.set_defaults(func=_cmd_ops, parser=ops)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv``; returns the exit status."""
+    from .errors import OpError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 on bad usage, 0 for --help/--version
+    try:
+        args.func(args)
+    except UsageError as e:
+        args.parser.error(str(e))  # the verb's usage line, then exit 2
+    except (CommandError, OpError) as e:
+        print(f"graphflow {args.verb}: error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `graphflow ops | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
