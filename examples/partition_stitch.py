@@ -3,32 +3,51 @@
 Partition x by (x != -1), add 1 to the partition where it holds, then stitch
 the pieces back into place, as in TensorFlow's DynamicStitch documentation:
 [0.1, -1, 5.2, 4.3, -1, 7.4] -> [1.1, -1, 6.2, 5.3, -1, 8.4].
+
+The graph runs twice: as written (DynamicPartition, Add, DynamicStitch) and as
+the optimizer rewrites it (one select over x), with the same result.
 """
 import numpy as np
 
 import graphflow as gf
 from _show import show, show_graph
 
+X = [0.1, -1.0, 5.2, 4.3, -1.0, 7.4]
+EXPECTED = [1.1, -1.0, 6.2, 5.3, -1.0, 8.4]
 
-def build(scope: gf.Scope, x: gf.Output) -> gf.Output:
+
+def build(scope: gf.Scope, x: gf.Output) -> tuple[list[gf.Output], gf.Output]:
+    """The partitions of x and the stitched result."""
     mask = scope.cast(scope.not_equal(x, np.float32(-1.0)), gf.int32)
     data = scope.dynamic_partition(x, mask, num_partitions=2)
-    data[1] = scope.add(data[1], np.float32(1.0))
+    incremented = [data[0], scope.add(data[1], np.float32(1.0))]
     positions = scope.dynamic_partition(scope.range(0, scope.size(x), 1), mask, num_partitions=2)
-    return scope.dynamic_stitch(positions, data)
+    return data, scope.dynamic_stitch(positions, incremented)
 
 
 def main() -> None:
     g = gf.Graph()
     scope = gf.Scope(g)
-    x = scope.constant(np.array([0.1, -1.0, 5.2, 4.3, -1.0, 7.4], np.float32), name="x")
-    result = build(scope.with_sub_scope("increment_where_set"), x)
+    x = scope.constant(np.array(X, np.float32), name="x")
+    parts, result = build(scope.with_sub_scope("increment_where_set"), x)
+    show("x", X)
+
+    print("-- as written")
+    with gf.Session(g, gf.SessionConfig(optimize=False)) as sess:
+        show_graph(g, sess, [result, *parts])
+        as_written, part0, part1 = sess.run([result, *parts])
+    show("partition 0 (x == -1)", part0)
+    show("partition 1 (x != -1)", part1)
+    show("result", as_written)
+
+    print("-- optimized")
     with gf.Session(g) as sess:
         show_graph(g, sess, [result])
-        value = sess.run(result)
-    show("x", [0.1, -1.0, 5.2, 4.3, -1.0, 7.4])
-    show("result", value)
-    np.testing.assert_allclose(value, [1.1, -1.0, 6.2, 5.3, -1.0, 8.4], rtol=1e-6)
+        optimized = sess.run(result)
+    show("optimized result", optimized)
+
+    np.testing.assert_allclose(as_written, EXPECTED, rtol=1e-6)
+    np.testing.assert_array_equal(optimized, as_written)
 
 
 if __name__ == "__main__":

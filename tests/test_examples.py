@@ -1,21 +1,97 @@
-"""Every example runs as a script and prints its results."""
+"""Every example runs as a script from the repository root, prints its graph
+(op names, types, devices, shapes) and prints the values the seeds document."""
+from __future__ import annotations
+
+import ast
 import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
-EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+RANK3 = np.zeros((4, 4, 4), int)
+RANK3[[0, 2]] = [[5] * 4, [6] * 4, [7] * 4, [8] * 4]
+STITCHED = [[1, 2], [11, 12], [21, 22], [31, 32], [41, 42], [51, 52], [61, 62]]
+SEED_Y = [1.1, -1.0, 6.2, 5.3, -1.0, 8.4]
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("partition_stitch.py", "result = [ 1.1, -1. ,  6.2,  5.3, -1. ,  8.4]"),
-    ("scatter_basics.py", "scatter_nd 1-D = [ 0, 11,  0, 10,  9,  0,  0, 12]"),
-    ("stitch_basics.py", "static shape of merged: [7,2]"),
-])
-def test_example_runs(name, expected):
-    proc = subprocess.run([sys.executable, str(EXAMPLES / name)], capture_output=True, text=True,
-                          timeout=120, cwd=EXAMPLES.parent)
+def run_example(name: str) -> str:
+    proc = subprocess.run([sys.executable, f"examples/{name}"], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
-    assert expected in proc.stdout
-    assert "graph:" in proc.stdout  # each example prints its graph
+    return proc.stdout
+
+
+def printed_values(stdout: str) -> dict[str, list]:
+    """``label = [...]`` lines, as examples/_show.py prints them."""
+    values = {}
+    for line in stdout.splitlines():
+        label, sep, text = line.partition(" = ")
+        if sep and text.startswith("["):
+            values[label] = ast.literal_eval(text)
+    return values
+
+
+def graph_lines(stdout: str) -> list[list[str]]:
+    """The (name, type, device, outputs...) rows of each printed graph."""
+    return [line.split() for line in stdout.splitlines() if line.startswith("  ")
+            and not line.startswith("  optimizer:")]
+
+
+def test_partition_stitch():
+    out = run_example("partition_stitch.py")
+    values = printed_values(out)
+    np.testing.assert_allclose(values["result"], SEED_Y, rtol=1e-6)
+    np.testing.assert_allclose(values["optimized result"], SEED_Y, rtol=1e-6)
+    np.testing.assert_allclose(values["partition 0 (x == -1)"], [-1.0, -1.0])
+    np.testing.assert_allclose(values["partition 1 (x != -1)"], [0.1, 5.2, 4.3, 7.4], rtol=1e-6)
+    as_written = out.split("-- optimized")[0]
+    rows = {r[0]: r for r in graph_lines(as_written)}
+    partition = rows["increment_where_set/DynamicPartition"]
+    assert partition[1:] == ["DynamicPartition", "/device:CPU:0", "float32[?],", "float32[?]"]
+    assert rows["increment_where_set/DynamicStitch"][1:] == \
+        ["DynamicStitch", "/device:CPU:0", "float32[6]"]
+
+
+def test_stitch_basics():
+    out = run_example("stitch_basics.py")
+    assert "static shape of merged: [7,2]" in out
+    values = printed_values(out)
+    for label in ("merged", "DynamicStitch.create", "parallel_dynamic_stitch"):
+        assert values[label] == STITCHED
+    assert ["ParallelDynamicStitch", "ParallelDynamicStitch", "/device:CPU:0", "int32[7,2]"] \
+        in graph_lines(out)
+
+
+@pytest.mark.parametrize("pythonic, java_style, expected", [
+    ("scatter_nd 1-D", "ScatterNd.create 1-D", [0, 11, 0, 10, 9, 0, 0, 12]),
+    ("scatter_nd rank-3", "ScatterNd.create rank-3", RANK3.tolist()),
+    ("tensor_scatter_nd_update 1-D", "TensorScatterUpdate.create 1-D",
+     [1, 11, 1, 10, 9, 1, 1, 12]),
+    ("tensor_scatter_nd_update rank-3", "TensorScatterUpdate.create rank-3",
+     np.where(RANK3 != 0, RANK3, 1).tolist()),
+    ("tensor_scatter_nd_add 1-D", "TensorScatterAdd.create 1-D", [1, 12, 1, 11, 10, 1, 1, 13]),
+    ("tensor_scatter_nd_add rank-3", "TensorScatterAdd.create rank-3", (RANK3 + 1).tolist()),
+])
+def test_scatter_basics(scatter_output, pythonic, java_style, expected):
+    values = printed_values(scatter_output)
+    assert values[pythonic] == expected
+    assert values[java_style] == expected
+
+
+@pytest.fixture(scope="module")
+def scatter_output() -> str:
+    out = run_example("scatter_basics.py")
+    types = {row[1] for row in graph_lines(out)}
+    assert {"ScatterNd", "TensorScatterUpdate", "TensorScatterAdd"} <= types
+    return out
+
+
+@pytest.mark.parametrize("name", ["partition_stitch.py", "scatter_basics.py", "stitch_basics.py"])
+def test_every_example_prints_its_graph(name):
+    out = run_example(name)
+    assert "graph:" in out
+    assert all(len(row) >= 4 for row in graph_lines(out))  # name, type, device, outputs
