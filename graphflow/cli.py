@@ -144,15 +144,19 @@ def _kernels(d) -> str:
     return ", ".join(parts) or "none"
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def op_reference_text(defs: Sequence) -> str:
     """One block per op: signature, doc, shape rule, kernel devices."""
     blocks = []
     for d in defs:
         lines = [d.signature]
         if d.doc:
-            lines.append(f"    {d.doc}")
+            lines.append(f"    {_one_line(d.doc)}")
         if d.shape_rule:
-            lines.append(f"    shape:   {d.shape_rule}")
+            lines.append(f"    shape:   {_one_line(d.shape_rule)}")
         lines.append(f"    builder: scope.{d.builder_name}()"
                      + (f"  (aliases: {', '.join(d.aliases)})" if d.aliases else ""))
         lines.append(f"    kernels: {_kernels(d)}")
@@ -177,9 +181,9 @@ def op_reference_markdown(defs: Sequence) -> str:
         for d in members:
             out += ["", f"### {d.name}", "", "```", d.signature, "```", ""]
             if d.doc:
-                out += [d.doc, ""]
+                out += [_one_line(d.doc), ""]
             if d.shape_rule:
-                out.append(f"- **Shape:** {d.shape_rule}")
+                out.append(f"- **Shape:** {_one_line(d.shape_rule)}")
             aliases = "".join(f", `scope.{a}()`" for a in d.aliases)
             out.append(f"- **Builder:** `scope.{d.builder_name}()`{aliases}, "
                        f"`graphflow.ops.{d.name}.create(scope, ...)`")
