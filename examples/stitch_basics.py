@@ -16,7 +16,8 @@ EXPECTED = [[1, 2], [11, 12], [21, 22], [31, 32], [41, 42], [51, 52], [61, 62]]
 def main() -> None:
     g = gf.Graph()
     s = gf.Scope(g)
-    indices = [s.constant(np.array(i, np.int32), name=f"indices_{m}") for m, i in enumerate(INDICES)]
+    indices = [s.constant(np.array(i, np.int32), name=f"indices_{m}")
+               for m, i in enumerate(INDICES)]
     data = [s.constant(np.array(d, np.int32), name=f"data_{m}") for m, d in enumerate(DATA)]
     merged = s.dynamic_stitch(indices, data)
     also = DynamicStitch.create(s, indices, data).output()

@@ -236,27 +236,33 @@ def test_stitch_static_shapes(scope):
 
 @pytest.mark.parametrize("builder", STITCHES)
 def test_stitch_build_time_shape_errors(scope, builder):
-    ph = scope.placeholder
     make = getattr(scope, builder)
+
+    def build(index_shapes, data_shapes, index_dtype=gf.int32, data_dtypes=None):
+        data_dtypes = data_dtypes or [gf.float32] * len(data_shapes)
+        return make([scope.placeholder(index_dtype, s) for s in index_shapes],
+                    [scope.placeholder(t, s) for t, s in zip(data_dtypes, data_shapes)])
+
     with pytest.raises(InvalidArgumentError, match="Dimension 0 in both shapes must be equal, "
                        r"but are 4 and 5. Shapes are \[4\] and \[5\]"):
-        make([ph(gf.int32, [2]), ph(gf.int32, [3])], [ph(gf.float32, [2, 4]), ph(gf.float32, [3, 5])])
+        build([[2], [3]], [[2, 4], [3, 5]])
     with pytest.raises(ValueError, match=r"Dimensions must be equal, but are 3 and 2: data\[0\]"
                        r"\.shape = \[3,4\] does not start with indices\[0\]\.shape = \[2\]"):
-        make([ph(gf.int32, [2])], [ph(gf.float32, [3, 4])])
+        build([[2]], [[3, 4]])
     with pytest.raises(InvalidArgumentError, match=r"Dimensions must be equal, but are 2 and 3: "
-                       r"data\[1\]\.shape = \[2,3\] does not start with indices\[1\]\.shape = \[3\]"):
-        make([ph(gf.int32, [2]), ph(gf.int32, [3])], [ph(gf.float32, [2, 3]), ph(gf.float32, [2, 3])])
+                       r"data\[1\]\.shape = \[2,3\] does not start with indices\[1\]\.shape = "
+                       r"\[3\]"):
+        build([[2], [3]], [[2, 3], [2, 3]])
     with pytest.raises(InvalidArgumentError, match="Shape must be at least rank 2 but is rank 1"):
-        make([ph(gf.int32, [1, 2])], [ph(gf.float32, [2])])
+        build([[1, 2]], [[2]])
     with pytest.raises(InvalidArgumentError, match="Shapes must be equal rank, but are 1 and 2"):
-        make([ph(gf.int32, [2]), ph(gf.int32, [3])], [ph(gf.float32, [2, 4]), ph(gf.float32, [3, 4, 1])])
+        build([[2], [3]], [[2, 4], [3, 4, 1]])
     with pytest.raises(InvalidDTypeError, match="int64"):
-        make([ph(gf.int64, [2])], [ph(gf.float32, [2])])
+        build([[2]], [[2]], index_dtype=gf.int64)
     with pytest.raises(InvalidArgumentError, match="must match length 2"):
-        make([ph(gf.int32, [1]), ph(gf.int32, [1])], [ph(gf.float32, [1])])
+        make([scope.placeholder(gf.int32, [1])] * 2, [scope.placeholder(gf.float32, [1])])
     with pytest.raises(InvalidDTypeError):
-        make([ph(gf.int32, [1]), ph(gf.int32, [1])], [ph(gf.float32, [1]), ph(gf.float64, [1])])
+        build([[1], [1]], [[1], [1]], data_dtypes=[gf.float32, gf.float64])
 
 
 def test_stitch_checks_allocation(scope):
