@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphflow as gf
-from graphflow.cli import _family
 from graphflow.errors import InvalidArgumentError
 from graphflow.serialization import decode_tensor, encode_tensor, to_json
 
