@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 import sys
 
 import numpy as np
@@ -80,9 +81,14 @@ def test_render_rejects_unknown_formats(tmp_path):
 
 
 # -- CLI ----------------------------------------------------------------------------------
+# Run from outside the repository: from its root, `python -m graphflow` would
+# import the source folder graphflow/ (which has no ops/) instead of the install.
+OUTSIDE = tempfile.gettempdir()
+
+
 def graphflow(*args: str, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "graphflow", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, timeout=60)
+                          capture_output=True, text=True, cwd=cwd or OUTSIDE, timeout=60)
 
 
 @pytest.fixture
@@ -141,7 +147,7 @@ def test_cli_show_without_dot_says_how_to_install(saved, tmp_path):
     env = dict(os.environ, PATH=str(tmp_path))  # no `dot` on this PATH
     done = subprocess.run([sys.executable, "-m", "graphflow", "show", str(saved), "-o",
                            str(tmp_path / "g.svg")], capture_output=True, text=True, env=env,
-                          timeout=60)
+                          cwd=tmp_path, timeout=60)
     assert done.returncode == 1
     assert "install Graphviz" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
