@@ -114,7 +114,8 @@ def _compute_constant(output: "Output") -> np.ndarray | None:
             result = kernel.fn(ctx, *args)
     except Exception:  # noqa: BLE001 - the same error is reported when the graph runs
         return None
-    results = list(result) if len(op.outputs) != 1 else [result]
+    sequence = len(op.outputs) != 1 or any(spec.is_list for spec in op.op_def.outputs)
+    results = list(result) if sequence else [result]
     for out, r in zip(op.outputs, results):
         r = np.asarray(r)
         if r.size > MAX_FOLDED_ELEMENTS:

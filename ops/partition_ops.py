@@ -92,8 +92,8 @@ def _dynamic_partition(ctx, data, partitions):
     _check_partition_ids(ids, partitions.shape, k)
     rows = data.reshape(ids.shape + data.shape[partitions.ndim:])
     ctx.check_allocation(rows.size, rows.dtype)
-    if k == 1:  # the executor passes a kernel's value through as is for one output
-        return rows.copy()
+    if k == 1:
+        return [rows.copy()]
     if k <= COMPRESS_MAX_PARTITIONS:
         return [np.compress(ids == i, rows, axis=0) for i in range(k)]
     return _partition_by_sort(rows, ids, k)

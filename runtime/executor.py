@@ -356,7 +356,9 @@ def _compile_step(step: Step, free: tuple[int, ...]) -> Callable:
     ctx = step.ctx
     ins, outs = step.inputs, step.outputs
     has_lists = any(isinstance(a, list) for a in ins)
-    if not has_lists and len(outs) == 1:
+    # a kernel returns one array for one declared non-list output, else a sequence
+    returns_sequence = len(outs) != 1 or any(spec.is_list for spec in step.op.op_def.outputs)
+    if not has_lists and not returns_sequence:
         (o,) = outs
         if not ins:
             def step0(s):
@@ -395,7 +397,7 @@ def _compile_step(step: Step, free: tuple[int, ...]) -> Callable:
     def step_n(s):
         args = [[s[j] for j in a] if isinstance(a, list) else s[a] for a in ins]
         result = fn(ctx, *args)
-        if n_out == 1:
+        if not returns_sequence:
             s[outs[0]] = result
         elif n_out:
             result = list(result)
