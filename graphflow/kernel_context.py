@@ -42,8 +42,9 @@ class KernelContext:
         return bool(getattr(self.config, "deterministic", False))
 
     def can_forward(self, index: int, array) -> bool:
+        # cupy arrays have no writeable flag: on a device every buffer is the plan's own
         return (index < len(self.forwardable) and self.forwardable[index]
-                and array.flags.writeable and array.base is None)
+                and getattr(array.flags, "writeable", True) and array.base is None)
 
     def forward_or_copy(self, index: int, array):
         """``array`` itself when input ``index`` may be overwritten, else a copy."""

@@ -37,8 +37,11 @@ from graphflow.errors import InvalidArgumentError
 from graphflow.registry import IntAttr, StringAttr, TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
 
+from . import gpu_index
+
 BAD_INDICES_POLICIES = ("", "DEFAULT", "ERROR", "IGNORE")
 KERNEL_INDEX_TYPES = (int32, int64)
+GPU_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
 
 #: Largest index depth TensorFlow's CPU kernels instantiate.
 MAX_INDEX_DEPTH = 7
@@ -327,17 +330,24 @@ def scatter_into(out: np.ndarray, offsets: np.ndarray, updates: np.ndarray, op: 
 
 
 def _scatter(ctx, out_shape: tuple, indices: np.ndarray, updates: np.ndarray, op: str,
-             make_output: Callable[[], np.ndarray]) -> np.ndarray:
+             make_output: Callable[[], np.ndarray], on_gpu: bool) -> np.ndarray:
     """The common tail of the scatter kernels: validate everything, then get the output
-    buffer from ``make_output`` and update it."""
+    buffer from ``make_output`` and update it. On a GPU a bad index is skipped unless
+    the policy is "ERROR" (TensorFlow's GPU semantics)."""
     depth, slice_size = _prepare(out_shape, indices, updates)
     if math.prod(out_shape) == 0:
         return make_output()
     _check_depth(depth, 1)
     tuples = _index_matrix(indices)
-    offsets, keep = locate(tuples, out_shape[:depth], ctx.attrs["bad_indices_policy"],
-                           _bad_index_message(indices, tuples, "shape", out_shape))
+    policy = ctx.attrs["bad_indices_policy"]
+    message = _bad_index_message(indices, tuples, "shape", out_shape)
     rows = updates.reshape(len(tuples), slice_size)
+    if on_gpu:
+        offsets = gpu_index.locate(ctx.xp, tuples, out_shape[:depth], policy, message)
+        out = make_output()
+        gpu_index.scatter(ctx.xp, out, offsets, rows, op, ctx.deterministic)
+        return out
+    offsets, keep = locate(tuples, out_shape[:depth], policy, message)
     out = make_output()
     with np.errstate(all="ignore"):
         scatter_into(out, offsets, rows if keep is None else rows[keep], op)
@@ -368,6 +378,15 @@ def _scatter_nd_shape(ctx) -> TensorShape:
 
 @ScatterNd.kernel("cpu", Tindices=KERNEL_INDEX_TYPES)
 def _scatter_nd(ctx, indices: np.ndarray, updates: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    return _scatter_nd_on(ctx, indices, updates, shape, on_gpu=False)
+
+
+@ScatterNd.kernel("gpu", T=GPU_TYPES, Tindices=KERNEL_INDEX_TYPES)
+def _scatter_nd_gpu(ctx, indices, updates, shape):
+    return _scatter_nd_on(ctx, indices, updates, shape, on_gpu=True)
+
+
+def _scatter_nd_on(ctx, indices, updates, shape, on_gpu: bool):
     _check_ranks(indices, updates)
     dims = tuple(int(d) for d in shape.reshape(-1).tolist())
     for d in dims:
@@ -381,8 +400,8 @@ def _scatter_nd(ctx, indices: np.ndarray, updates: np.ndarray, shape: np.ndarray
 
     def zeros() -> np.ndarray:
         ctx.check_allocation(math.prod(dims), updates.dtype)
-        return _empty_tensor(dims, updates.dtype)
-    return _scatter(ctx, dims, indices, updates, "add", zeros)
+        return ctx.xp.zeros(dims, updates.dtype) if on_gpu else _empty_tensor(dims, updates.dtype)
+    return _scatter(ctx, dims, indices, updates, "add", zeros, on_gpu)
 
 
 # -- TensorScatterUpdate / Add / Sub / Min / Max ---------------------------------------------------
@@ -403,8 +422,7 @@ def _tensor_scatter_op(name: str, op: str, kernel_types: tuple, index_types: tup
         tensor = _with_rank_at_least(ctx, ctx.shape("tensor"), 1, "tensor")
         return scatter_shape(ctx, ctx.shape("indices"), ctx.shape("updates"), tensor, "tensor")
 
-    @definition.kernel("cpu", T=kernel_types, Tindices=KERNEL_INDEX_TYPES)
-    def _kernel(ctx, tensor: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> np.ndarray:
+    def run(ctx, tensor, indices, updates, on_gpu: bool):
         _check_ranks(indices, updates)
         if not _valid_empty(tensor.size, indices.size, updates.size):
             raise InvalidArgumentError("Indices and updates specified for empty output shape")
@@ -412,8 +430,17 @@ def _tensor_scatter_op(name: str, op: str, kernel_types: tuple, index_types: tup
 
         def own_buffer() -> np.ndarray:
             out = ctx.forward_or_copy(0, tensor)
-            return out if out.flags.c_contiguous else np.ascontiguousarray(out)
-        return _scatter(ctx, tensor.shape, indices, updates, op, own_buffer)
+            return out if out.flags.c_contiguous else ctx.xp.ascontiguousarray(out)
+        return _scatter(ctx, tensor.shape, indices, updates, op, own_buffer, on_gpu)
+
+    @definition.kernel("cpu", T=kernel_types, Tindices=KERNEL_INDEX_TYPES)
+    def _kernel(ctx, tensor: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> np.ndarray:
+        return run(ctx, tensor, indices, updates, on_gpu=False)
+
+    @definition.kernel("gpu", T=tuple(t for t in kernel_types if not t.is_string),
+                       Tindices=KERNEL_INDEX_TYPES)
+    def _gpu_kernel(ctx, tensor, indices, updates):
+        return run(ctx, tensor, indices, updates, on_gpu=True)
 
     return definition
 
@@ -486,11 +513,12 @@ def _gather_nd_shape(ctx) -> TensorShape:
 
 
 def gather_nd(ctx, params: np.ndarray, indices: np.ndarray, policy: str,
-              out_shape: tuple | None = None) -> np.ndarray:
+              out_shape: tuple | None = None, on_gpu: bool = False) -> np.ndarray:
     """TensorFlow's DoGatherNd: the slices of ``params`` at the index tuples of ``indices``.
 
     ``out_shape`` (same number of elements) shapes the result; it is always a
-    fresh array that owns its memory, so later kernels may write into it.
+    fresh array that owns its memory, so later kernels may write into it. On a
+    GPU a bad index gives zeros unless the policy is "ERROR".
     """
     if params.ndim < 1:
         raise InvalidArgumentError("params must be at least a vector")
@@ -514,7 +542,8 @@ def gather_nd(ctx, params: np.ndarray, indices: np.ndarray, policy: str,
                                    f"{index_max}")
     result_shape = tuple(indices.shape[:-1]) + tuple(params.shape[depth:])
     ctx.check_allocation(math.prod(result_shape), params.dtype)
-    out = np.empty(result_shape if out_shape is None else out_shape, dtype=params.dtype)
+    xp = ctx.xp if on_gpu else np
+    out = xp.empty(result_shape if out_shape is None else out_shape, dtype=params.dtype)
     if num_tuples == 0:
         return out
     if params.size == 0:
@@ -522,11 +551,15 @@ def gather_nd(ctx, params: np.ndarray, indices: np.ndarray, policy: str,
                                    f"Params shape: {debug_string(params.shape)}")
     _check_depth(depth, 0)
     tuples = _index_matrix(indices)
-    offsets, keep = locate(tuples, params.shape[:depth], policy,
-                           _bad_index_message(indices, tuples, "param shape", params.shape,
-                                              f", node name: {ctx.node_name}"))
+    message = _bad_index_message(indices, tuples, "param shape", params.shape,
+                                 f", node name: {ctx.node_name}")
     source = params.reshape(-1, slice_size)
     out2d = out.reshape(num_tuples, slice_size)
+    if on_gpu:
+        offsets = gpu_index.locate(xp, tuples, params.shape[:depth], policy, message)
+        gpu_index.gather(xp, source, offsets, out2d)
+        return out
+    offsets, keep = locate(tuples, params.shape[:depth], policy, message)
     if keep is None:
         np.take(source, offsets, axis=0, out=out2d, mode="clip")
     else:  # IGNORE: a bad index gives zeros (empty strings), as TensorFlow's CPU kernel
@@ -535,7 +568,8 @@ def gather_nd(ctx, params: np.ndarray, indices: np.ndarray, policy: str,
     return out
 
 
-def _batch_index_tuples(params: np.ndarray, indices: np.ndarray, batch_dims: int) -> np.ndarray:
+def _batch_index_tuples(xp, params: np.ndarray, indices: np.ndarray,
+                        batch_dims: int) -> np.ndarray:
     """tf.gather_nd's batch_dims rewrite: prepend each batch position to its index tuples,
     giving ``[prod(params.shape[:b]), *indices.shape[b:-1], b + depth]``."""
     batch_shape = params.shape[:batch_dims]
@@ -545,23 +579,33 @@ def _batch_index_tuples(params: np.ndarray, indices: np.ndarray, batch_dims: int
         raise InvalidArgumentError(f"Input to reshape is a tensor with {indices.size} values, "
                                    f"but the requested shape has {batch * math.prod(inner)}")
     flat = indices.reshape((batch,) + inner).astype(np.int64)
-    grid = np.indices(batch_shape, dtype=np.int64).reshape(batch_dims, batch).T
-    grid = np.broadcast_to(grid.reshape((batch,) + (1,) * (len(inner) - 1) + (batch_dims,)),
+    grid = xp.indices(batch_shape, dtype=np.int64).reshape(batch_dims, batch).T
+    grid = xp.broadcast_to(grid.reshape((batch,) + (1,) * (len(inner) - 1) + (batch_dims,)),
                            (batch,) + inner[:-1] + (batch_dims,))
-    return np.concatenate([grid, flat], axis=-1)
+    return xp.concatenate([grid, flat], axis=-1)
 
 
 @GatherNd.kernel("cpu", bad_indices_policy=BAD_INDICES_POLICIES)
 def _gather_nd(ctx, params: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    return _gather_nd_on(ctx, params, indices, on_gpu=False)
+
+
+@GatherNd.kernel("gpu", Tparams=GPU_TYPES, Tindices=KERNEL_INDEX_TYPES,
+                 bad_indices_policy=BAD_INDICES_POLICIES)
+def _gather_nd_gpu(ctx, params, indices):
+    return _gather_nd_on(ctx, params, indices, on_gpu=True)
+
+
+def _gather_nd_on(ctx, params, indices, on_gpu: bool):
     b, policy = ctx.attrs["batch_dims"], ctx.attrs["bad_indices_policy"]
     _check_batch_dims(InvalidArgumentError, b, params.ndim, indices.ndim)
     if b == 0:
-        return gather_nd(ctx, params, indices, policy)
-    tuples = _batch_index_tuples(params, indices, b)
+        return gather_nd(ctx, params, indices, policy, on_gpu=on_gpu)
+    tuples = _batch_index_tuples(ctx.xp if on_gpu else np, params, indices, b)
     depth = tuples.shape[-1]
     out_shape = params.shape[:b] + tuples.shape[1:-1] + params.shape[depth:] \
         if depth <= params.ndim else None
-    return gather_nd(ctx, params, tuples, policy, out_shape)
+    return gather_nd(ctx, params, tuples, policy, out_shape, on_gpu)
 
 
 __all__ = ["ScatterNd", "TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub",

@@ -6,28 +6,9 @@ import pytest
 
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError
-from graphflow.runtime import CPUDevice, Device
+from graphflow.runtime import CPUDevice
 
-
-class SimulatedGPU(Device):
-    device_type = "gpu"
-    xp = np
-
-    def __init__(self, index=0):
-        super().__init__(index)
-        self.copies_in = 0
-        self.copies_out = 0
-
-    def from_host(self, array):
-        self.copies_in += 1
-        return np.array(array, copy=True)
-
-    def to_host(self, array):
-        self.copies_out += 1
-        return np.array(array, copy=True)
-
-    def holds(self, array):
-        return isinstance(array, np.ndarray)
+from gpu_devices import SimulatedGPU
 
 
 @pytest.fixture

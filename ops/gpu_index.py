@@ -1,0 +1,264 @@
+"""The index primitives behind the GPU kernels of the scatter, gather and stitch ops.
+
+The GPU kernels share the CPU kernels' shape checks and differ in three
+places, all here: how index tuples become offsets, how updates reach the
+output, and how slices are read.
+
+* ``locate`` turns index tuples into int64 linear slice offsets on the device
+  and marks a tuple outside the shape with offset ``-1``: by default (and under
+  ``"IGNORE"``) it is then skipped, as on TensorFlow's GPU. ``"ERROR"`` costs
+  one device-to-host transfer of a single flag per node and reports the first
+  bad tuple.
+* ``scatter`` applies ``[n, slice_size]`` updates with one CUDA thread per
+  updated element: an atomic add/min/max (or a plain store for "update") where
+  the dtype has an atomic, else, and always under
+  ``SessionConfig(deterministic=True)``, a stable sort of the offsets and a
+  segmented reduce with one thread per (target slice, element) that combines
+  the updates in index order, starting from the value already there. That is
+  exactly what the CPU computes (sums in index order, last update wins, NaN
+  rules of Eigen's min/max), so a deterministic GPU run equals the CPU bit for
+  bit.
+* ``gather`` reads slices, giving zeros for a skipped tuple.
+
+Each primitive also accepts numpy arrays (a device whose ``xp`` is numpy, as
+the simulated GPU of the tests): it then runs the CPU code, so the logic of
+the GPU kernels around the primitives is tested without a GPU.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable, Sequence
+
+import numpy as np
+
+from graphflow.errors import InvalidArgumentError
+
+#: dtypes with a CUDA atomic add (cupy's atomics.cuh adds float16 and int64);
+#: complex adds run as two real adds on a float view.
+ATOMIC_ADD_TYPES = frozenset(np.dtype(t) for t in
+                             ("float16", "float32", "float64", "int32", "uint32", "int64",
+                              "uint64"))
+#: dtypes with an atomic min/max (floats through a compare-and-swap loop below).
+ATOMIC_MINMAX_TYPES = frozenset(np.dtype(t) for t in
+                                ("float32", "float64", "int32", "uint32", "int64", "uint64"))
+#: dtypes a plain store writes whole (no torn values when two updates race).
+ATOMIC_STORE_MAX_ITEMSIZE = 8
+
+
+def on_host(xp) -> bool:
+    return xp is np
+
+
+def to_host(array) -> np.ndarray:
+    """``array`` as a numpy array (one device-to-host transfer for a cupy array)."""
+    get = getattr(array, "get", None)
+    return array if isinstance(array, np.ndarray) else get()
+
+
+def stable_argsort(xp, keys):
+    """The order that sorts ``keys``, equal keys in their original order."""
+    return xp.argsort(keys, kind="stable") if on_host(xp) else xp.argsort(keys)  # cupy: stable
+
+
+# -- locate -------------------------------------------------------------------------------------
+def locate(xp, tuples, dims: Sequence[int], policy: str,
+           bad_index: Callable[[int], str]):
+    """Int64 linear offsets of the index tuples ``tuples`` ``[n, depth]`` into ``dims``,
+    ``-1`` for a tuple outside ``[0, dims)``; under ``policy == "ERROR"`` such a tuple
+    raises ``InvalidArgumentError(bad_index(first bad position))`` instead."""
+    n, depth = tuples.shape
+    offsets = xp.zeros(n, np.int64)
+    if n == 0:
+        return offsets
+    # Seen as unsigned, a negative index is huge: one bound per column checks both ends.
+    unsigned = tuples.view(np.dtype(f"u{tuples.dtype.itemsize}"))
+    bad = xp.zeros(n, bool)
+    stride = 1
+    for column in range(depth - 1, -1, -1):
+        offsets += tuples[:, column].astype(np.int64) * stride
+        bad |= unsigned[:, column] >= dims[column]
+        stride *= dims[column]
+    if policy == "ERROR" and bool(bad.any()):  # the one host round trip
+        raise InvalidArgumentError(bad_index(int(bad.argmax())))
+    return xp.where(bad, np.int64(-1), offsets)
+
+
+# -- scatter ------------------------------------------------------------------------------------
+def scatter(xp, out, offsets, rows, op: str, deterministic: bool) -> None:
+    """Apply ``rows`` ``[n, slice_size]`` to the slices ``offsets`` of the C-contiguous
+    ``out`` in place, skipping offset ``-1``. ``op`` is "update", "add", "sub", "min"
+    or "max", as in :func:`ops.scatter_ops.scatter_into`."""
+    n, slice_size = rows.shape
+    if n == 0 or out.size == 0:
+        return
+    if on_host(xp):
+        from .scatter_ops import scatter_into
+        keep = offsets >= 0
+        with np.errstate(all="ignore"):
+            scatter_into(out, offsets[keep], rows[keep], op)
+        return
+    flat, values = out.reshape(-1), xp.ascontiguousarray(rows).reshape(-1)
+    if op == "sub":
+        op, values = "add", xp.negative(values)  # exact: a - u == a + (-u), also wrapping
+    if flat.dtype.kind == "c" and op == "add" and not deterministic:
+        real = np.dtype(f"f{flat.dtype.itemsize // 2}")  # real and imaginary parts: two adds
+        flat, values, slice_size = flat.view(real), values.view(real), 2 * slice_size
+    if deterministic or not _has_atomic(op, flat.dtype):
+        _segmented(xp, flat, offsets, values, slice_size, op)
+    else:
+        _atomic_kernel(op)(offsets, values, slice_size, flat)
+
+
+def _has_atomic(op: str, dtype: np.dtype) -> bool:
+    if op == "update":
+        return dtype.kind != "c" and dtype.itemsize <= ATOMIC_STORE_MAX_ITEMSIZE
+    if op == "add":
+        return dtype in ATOMIC_ADD_TYPES
+    return dtype in ATOMIC_MINMAX_TYPES
+
+
+def _segmented(xp, flat, offsets, values, slice_size: int, op: str) -> None:
+    """Sort the offsets (stably: equal offsets keep index order), find the runs of equal
+    offsets, and let one thread per (run, element) fold its run in order."""
+    order = stable_argsort(xp, offsets)
+    ordered = offsets[order]
+    boundary = xp.empty(len(ordered), bool)
+    boundary[0] = True
+    xp.not_equal(ordered[1:], ordered[:-1], out=boundary[1:])
+    starts = xp.concatenate([xp.flatnonzero(boundary), xp.asarray([len(ordered)])])
+    runs = len(starts) - 1
+    _segmented_kernel(op)(order, ordered, starts, values, slice_size, flat,
+                          size=runs * slice_size)
+
+
+# -- gather -------------------------------------------------------------------------------------
+def gather(xp, source, offsets, out) -> None:
+    """``out[r] = source[offsets[r]]`` for the ``[n, slice_size]`` views ``source`` and
+    ``out``; zeros where ``offsets[r] == -1``."""
+    if len(offsets) == 0:
+        return
+    if on_host(xp):
+        keep = offsets >= 0
+        out[keep] = source[offsets[keep]]
+        out[~keep] = 0
+        return
+    _gather_kernel()(offsets, source.reshape(-1), out.shape[1], out.reshape(-1))
+
+
+# -- CUDA kernels, compiled on first use ------------------------------------------------------
+_ATOMIC_PREAMBLE = r"""
+// Eigen's min/max on floats: a NaN update never wins, a NaN already there stays.
+__device__ void gf_atomic_min(float* address, float value) {
+  int* bits = reinterpret_cast<int*>(address);
+  int old = *bits, assumed;
+  do {
+    assumed = old;
+    if (!(value < __int_as_float(assumed))) return;
+    old = atomicCAS(bits, assumed, __float_as_int(value));
+  } while (assumed != old);
+}
+__device__ void gf_atomic_max(float* address, float value) {
+  int* bits = reinterpret_cast<int*>(address);
+  int old = *bits, assumed;
+  do {
+    assumed = old;
+    if (!(__int_as_float(assumed) < value)) return;
+    old = atomicCAS(bits, assumed, __float_as_int(value));
+  } while (assumed != old);
+}
+__device__ void gf_atomic_min(double* address, double value) {
+  unsigned long long* bits = reinterpret_cast<unsigned long long*>(address);
+  unsigned long long old = *bits, assumed;
+  do {
+    assumed = old;
+    if (!(value < __longlong_as_double(assumed))) return;
+    old = atomicCAS(bits, assumed, __double_as_longlong(value));
+  } while (assumed != old);
+}
+__device__ void gf_atomic_max(double* address, double value) {
+  unsigned long long* bits = reinterpret_cast<unsigned long long*>(address);
+  unsigned long long old = *bits, assumed;
+  do {
+    assumed = old;
+    if (!(__longlong_as_double(assumed) < value)) return;
+    old = atomicCAS(bits, assumed, __double_as_longlong(value));
+  } while (assumed != old);
+}
+template <typename T> __device__ void gf_atomic_min(T* address, T value) {
+  atomicMin(address, value);
+}
+template <typename T> __device__ void gf_atomic_max(T* address, T value) {
+  atomicMax(address, value);
+}
+"""
+
+#: op -> the statement that applies ``value`` to ``out[target]`` (one thread per element)
+_ATOMIC_STATEMENTS = {
+    "update": "out[target] = value;",
+    "add": "atomicAdd(&out[target], value);",
+    "min": "gf_atomic_min(&out[target], value);",
+    "max": "gf_atomic_max(&out[target], value);",
+}
+
+#: op -> how ``acc`` (the output element) absorbs the next update ``u`` of its run
+_FOLDS = {
+    "update": "acc = u;",
+    "add": "acc = acc + u;",
+    "min": "if (u < acc) acc = u;",
+    "max": "if (acc < u) acc = u;",
+}
+
+
+def _cupy():
+    import cupy
+    return cupy
+
+
+@functools.cache
+def _atomic_kernel(op: str):
+    return _cupy().ElementwiseKernel(
+        "raw int64 offsets, T value, int64 slice_size", "raw T out",
+        """
+        const long long slice = offsets[i / slice_size];
+        if (slice >= 0) {
+          const long long target = slice * slice_size + i % slice_size;
+          APPLY
+        }
+        """.replace("APPLY", _ATOMIC_STATEMENTS[op]),
+        f"graphflow_scatter_atomic_{op}", preamble=_ATOMIC_PREAMBLE)
+
+
+@functools.cache
+def _segmented_kernel(op: str):
+    return _cupy().ElementwiseKernel(
+        "raw int64 order, raw int64 ordered, raw int64 starts, raw T values, "
+        "int64 slice_size", "raw T out",
+        """
+        const long long run = i / slice_size, element = i % slice_size;
+        const long long begin = starts[run], end = starts[run + 1];
+        const long long slice = ordered[begin];
+        if (slice >= 0) {
+          const long long target = slice * slice_size + element;
+          T acc = out[target];
+          for (long long k = begin; k < end; ++k) {
+            const T u = values[order[k] * slice_size + element];
+            FOLD
+          }
+          out[target] = acc;
+        }
+        """.replace("FOLD", _FOLDS[op]),
+        f"graphflow_scatter_segmented_{op}")
+
+
+@functools.cache
+def _gather_kernel():
+    return _cupy().ElementwiseKernel(
+        "raw int64 offsets, raw T source, int64 slice_size", "T out",
+        """
+        const long long slice = offsets[i / slice_size];
+        out = slice >= 0 ? source[slice * slice_size + i % slice_size] : T(0);
+        """,
+        "graphflow_gather")
+
+
+__all__ = ["locate", "scatter", "gather", "stable_argsort", "to_host", "on_host"]

@@ -1,0 +1,45 @@
+"""GPU devices for the tests: a simulated GPU that runs the GPU kernels on numpy (so
+their logic and every host<->device crossing are checked on any machine), and the
+real CUDA device when cupy sees one."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import graphflow as gf
+from graphflow.runtime import CPUDevice, Device
+
+
+class SimulatedGPU(Device):
+    """A device of type "gpu" whose arrays are numpy arrays; counts the copies."""
+
+    device_type = "gpu"
+    xp = np
+
+    def __init__(self, index=0):
+        super().__init__(index)
+        self.copies_in = 0
+        self.copies_out = 0
+
+    def from_host(self, array):
+        self.copies_in += 1
+        return np.array(array, copy=True)
+
+    def to_host(self, array):
+        self.copies_out += 1
+        return np.array(array, copy=True)
+
+    def holds(self, array):
+        return isinstance(array, np.ndarray)
+
+
+CUDA = next((d for d in gf.list_devices() if d.device_type == "gpu"), None)
+
+#: "simulated" always runs; "cuda" only where cupy sees a CUDA device.
+GPU_KINDS = ["simulated", pytest.param("cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(CUDA is None, reason="needs cupy and a CUDA device")])]
+
+
+def gpu_session_devices(kind: str) -> list[Device]:
+    """The device list of a Session with a CPU and a GPU of ``kind``."""
+    return [CPUDevice(0), SimulatedGPU(0) if kind == "simulated" else CUDA]
