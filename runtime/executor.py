@@ -164,12 +164,16 @@ class Plan:
             for i in s.flat_inputs:
                 readers[i] = readers.get(i, 0) + 1
                 last_reader[i] = k
+        feed_slots = set(self.feed_slots)
         producer_fresh = {}
         for s in steps:
-            fresh = s.op is None or s.op.op_def.fresh_outputs
+            # a copy of a feed may be the fed array itself (a cupy feed to a GPU node)
+            fresh = s.inputs[0] not in feed_slots if s.op is None else s.op.op_def.fresh_outputs
             for o in s.outputs:
                 producer_fresh[o] = fresh
-        feed_slots = set(self.feed_slots)
+        # feeds that CPU kernels read directly: a device array fed there comes to the host
+        self.host_feeds = tuple(k for k, slot in enumerate(self.feed_slots) if any(
+            slot in s.flat_inputs for s in steps if s.op is not None and s.device is cpu))
         self.use_counts = [readers.get(i, 0) for i in range(self.num_slots)]
         for s in steps:
             if s.op is None:
@@ -214,6 +218,10 @@ class Plan:
         slots: list[Any] = [None] * self.num_slots
         for slot, value in zip(self.feed_slots, feed_values):
             slots[slot] = value
+        for k in self.host_feeds:
+            value = feed_values[k]
+            if not isinstance(value, (np.ndarray, np.generic)):
+                slots[self.feed_slots[k]] = _read_only(self.host.to_host(value))
         runs = self.runs if metadata is None else [traced(s, metadata) for s in self.steps]
         if self.parallel and pool is not None:
             self._run_parallel(slots, pool, runs)
@@ -334,6 +342,12 @@ def _worth_parallel(steps: list[Step]) -> bool:
             if heavy_at[d] >= 2:
                 return True
     return False
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def _compile_step(step: Step, free: tuple[int, ...]) -> Callable:

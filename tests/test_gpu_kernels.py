@@ -222,3 +222,21 @@ def test_tensorflow_cases_on_gpu(kind, case):
 
 def _as_list(outs):
     return outs if isinstance(outs, list) else [outs]
+
+
+def test_a_fed_value_copied_to_the_gpu_is_never_forwarded(kind):
+    """A device-array feed reaches the GPU without a copy, so the kernel must not write
+    into it: the copy step of a feed does not count as a fresh buffer."""
+    scope = gf.Scope(gf.Graph()).with_device("/gpu:0")
+    x = scope.placeholder(gf.float32, shape=[4], name="x")
+    y = scope.tensor_scatter_add(x, [[1]], [5.0], name="y")
+    w = scope.placeholder(gf.float32, shape=[4], name="w")
+    z = scope.tensor_scatter_add(scope.add(w, 0.0), [[1]], [5.0], name="z")
+    with gf.Session(scope.graph, devices=gpu_session_devices(kind)) as sess:
+        plan = sess._plan([y, z], [x, w])
+        steps = {s.label: s for s in plan.steps}
+        assert steps["y"].ctx.forwardable[0] is False   # the feed's copy
+        assert steps["z"].ctx.forwardable[0] is True    # a fresh result of Add
+        fed = np.zeros(4, np.float32)
+        np.testing.assert_array_equal(sess.run(y, {x: fed}), [0, 5, 0, 0])
+        assert fed.tolist() == [0, 0, 0, 0]

@@ -40,3 +40,17 @@ def test_array_ops_agree():
 
 # The scatter family, GatherNd, partition and stitch: tests/test_gpu_kernels.py (its
 # "cuda" cases run here on the real device).
+
+
+def test_cupy_feeds_are_never_modified_and_reach_cpu_nodes():
+    import cupy as cp
+    scope = gf.Scope(gf.Graph())
+    x = scope.placeholder(gf.float32, shape=[4], name="x")
+    on_gpu = scope.with_device("/gpu:0").tensor_scatter_add(x, [[1]], [5.0])
+    on_cpu = scope.with_device("/cpu:0").neg(x)
+    fed = cp.arange(4, dtype=cp.float32)
+    with gf.Session(scope.graph) as sess:
+        a, b = sess.run([on_gpu, on_cpu], {x: fed})
+    assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+    assert a.tolist() == [0, 6, 2, 3] and b.tolist() == [0, -1, -2, -3]
+    assert fed.get().tolist() == [0, 1, 2, 3]
