@@ -38,6 +38,7 @@ from graphflow.registry import IntAttr, StringAttr, TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
 
 from . import gpu_index
+from .intra_op import run_in_chunks
 
 BAD_INDICES_POLICIES = ("", "DEFAULT", "ERROR", "IGNORE")
 KERNEL_INDEX_TYPES = (int32, int64)
@@ -142,11 +143,17 @@ def locate(tuples: np.ndarray, dims: Sequence[int], policy: str,
     """
     # Seen as unsigned, a negative index is huge: one bound per column checks both ends.
     unsigned = tuples.view(np.dtype(f"u{tuples.dtype.itemsize}"))
-    offsets = np.zeros(len(tuples), np.int64)
-    stride = 1
-    for column in range(tuples.shape[1] - 1, -1, -1):  # row-major, in int64
-        offsets += tuples[:, column].astype(np.int64) * stride
-        stride *= dims[column]
+    depth = tuples.shape[1]
+    if depth == 0:
+        offsets = np.zeros(len(tuples), np.int64)
+    elif depth == 1:  # an int64 column is used as it is: offsets are only read
+        offsets = tuples[:, 0].astype(np.int64, copy=False)
+    else:  # row-major, in int64
+        offsets = tuples[:, depth - 1].astype(np.int64)
+        stride = dims[depth - 1]
+        for column in range(depth - 2, -1, -1):
+            offsets += tuples[:, column].astype(np.int64) * stride
+            stride *= dims[column]
     if len(tuples) == 0 or all(int(unsigned[:, c].max()) < d for c, d in enumerate(dims)):
         return offsets, None
     bad = (unsigned >= np.asarray(dims, unsigned.dtype)).any(axis=1)
@@ -560,8 +567,9 @@ def gather_nd(ctx, params: np.ndarray, indices: np.ndarray, policy: str,
         gpu_index.gather(xp, source, offsets, out2d)
         return out
     offsets, keep = locate(tuples, params.shape[:depth], policy, message)
-    if keep is None:
-        np.take(source, offsets, axis=0, out=out2d, mode="clip")
+    if keep is None:  # every offset is checked: "clip" skips numpy's own bounds pass
+        run_in_chunks(lambda a, b: np.take(source, offsets[a:b], axis=0, out=out2d[a:b],
+                                           mode="clip"), num_tuples, out2d.size)
     else:  # IGNORE: a bad index gives zeros (empty strings), as TensorFlow's CPU kernel
         out2d[~keep] = b"" if params.dtype == object else 0
         out2d[keep] = source[offsets]
