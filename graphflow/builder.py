@@ -126,6 +126,8 @@ def _resolve_inputs(scope: "Scope", op_def: OpDef, node_name: str, values: dict,
         else:
             items = [as_operand(value) or value]
         operands[spec.name] = items
+        if spec.is_list and spec.dtype is not None:
+            _check_list_type(op_def, spec, items)
         for item in items:
             if isinstance(item, Output):
                 if item.graph is not graph:
@@ -161,6 +163,16 @@ def _resolve_inputs(scope: "Scope", op_def: OpDef, node_name: str, values: dict,
         else:
             groups.append(items[0])
     return groups
+
+
+def _check_list_type(op_def: OpDef, spec, items: list) -> None:
+    """A list input of a fixed dtype: TensorFlow names the types of the whole list."""
+    types = [item.dtype for item in items if isinstance(item, Output)]
+    if any(t != spec.dtype for t in types):
+        raise InvalidDTypeError(
+            f"Tensors in list passed to '{spec.name}' of '{op_def.name}' Op have types "
+            f"[{', '.join(t.name for t in types)}] that do not match expected type "
+            f"{spec.dtype.name}.")
 
 
 def _bind_type(op_def: OpDef, spec, dtype: DType, attrs: dict) -> None:

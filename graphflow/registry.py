@@ -83,7 +83,8 @@ class Attr:
                 raise bad(f"expected an int, got {value!r}")
             value = int(value)
             if self.minimum is not None and value < self.minimum:
-                raise bad(f"Value for attr '{name}' of {value} must be at least minimum {self.minimum}")
+                raise InvalidArgumentError(f"Attr '{name}' of '{op_name}' Op passed {value} less "
+                                           f"than minimum {self.minimum}.")
         elif self.kind == "bool":
             if not isinstance(value, (bool, np.bool_)):
                 raise bad(f"expected a bool, got {value!r}")

@@ -1,5 +1,7 @@
 """The op registry: one declaration drives builders, classes, introspection and
 kernels, and users can register their own ops from outside the package."""
+import re
+
 import numpy as np
 import pytest
 
@@ -118,3 +120,14 @@ def test_no_kernel_for_dtype_is_build_time_not_found(scope):
     with pytest.raises(NotFoundError, match="No registered 'TestNumericOnly' OpKernel"):
         scope.test_numeric_only(scope.constant(["a"]))
     assert scope.test_numeric_only(scope.constant([1.0])).dtype is gf.float32
+
+
+def test_list_input_and_attr_minimum_errors_read_like_tensorflow(scope):
+    idx64 = scope.placeholder(gf.int64, shape=[2])
+    with pytest.raises(TypeError, match=re.escape(
+            "Tensors in list passed to 'indices' of 'DynamicStitch' Op have types [int32, int64] "
+            "that do not match expected type int32.")):
+        scope.dynamic_stitch([scope.constant([0, 1]), idx64], [[1.0, 2.0], [3.0, 4.0]])
+    with pytest.raises(ValueError, match=re.escape(
+            "Attr 'num_partitions' of 'DynamicPartition' Op passed 0 less than minimum 1.")):
+        scope.dynamic_partition([1.0], [0], num_partitions=0)
