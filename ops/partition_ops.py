@@ -124,7 +124,8 @@ def _dynamic_partition_gpu(ctx, data, partitions):
     _check_partition_shape(data, partitions)
     ids = partitions.reshape(-1)
     valid = ids.view(np.uint32) < k
-    sizes = gpu_index.to_host(xp.bincount(xp.where(valid, ids, k), minlength=k + 1))
+    sizes = gpu_index.to_host(xp.bincount(xp.where(valid, ids, k), minlength=k + 1)) \
+        if ids.size else np.zeros(k + 1, np.int64)  # cupy's bincount rejects an empty input
     if sizes[k]:
         j = int(xp.argmin(valid))
         raise InvalidArgumentError(f"partitions{_slice_position(partitions.shape, j)} = "

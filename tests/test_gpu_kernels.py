@@ -240,3 +240,14 @@ def test_a_fed_value_copied_to_the_gpu_is_never_forwarded(kind):
         fed = np.zeros(4, np.float32)
         np.testing.assert_array_equal(sess.run(y, {x: fed}), [0, 5, 0, 0])
         assert fed.tolist() == [0, 0, 0, 0]
+
+
+def test_empty_inputs_on_gpu(kind):
+    def build(s):
+        parts = s.dynamic_partition(np.zeros((0, 2), np.float32), np.zeros(0, np.int32),
+                                    num_partitions=3)
+        merged = s.dynamic_stitch([np.zeros(0, np.int32)], [np.zeros((0, 2), np.float32)])
+        scattered = s.scatter_nd(np.zeros((0, 1), np.int64), np.zeros(0, np.float32), [4])
+        return list(parts) + [merged, scattered]
+    got, _ = _run(kind, build, deterministic=False)
+    assert [g.shape for g in got] == [(0, 2)] * 3 + [(0, 2), (4,)]
