@@ -208,21 +208,27 @@ def _check_scatter_nd_dims(indices: np.ndarray, updates: np.ndarray,
                            shape: Sequence[int]) -> None:
     """ScatterNd's check that updates.shape == indices.shape[:-1] + shape[depth:]."""
     outer, depth = indices.ndim - 1, indices.shape[-1]
+    if updates.shape[:outer] == indices.shape[:outer] and \
+            updates.ndim - outer == len(shape) - depth and \
+            tuple(updates.shape[outer:]) == tuple(shape[depth:]):
+        return
     i_s, u_s, s_s = (debug_string(s) for s in (indices.shape, updates.shape, shape))
     if updates.shape[:outer] != indices.shape[:outer]:
         raise InvalidArgumentError(f"Dimensions [0,{outer}) of indices[shape={i_s}] must match "
                                    f"dimensions [0,{outer}) of updates[shape={u_s}]")
-    if updates.ndim - outer != len(shape) - depth or \
-            tuple(updates.shape[outer:]) != tuple(shape[depth:]):
-        raise InvalidArgumentError(
-            f"Dimensions [{depth},{len(shape)}) of input[shape={s_s}] must match dimensions "
-            f"[{outer},{updates.ndim}) of updates[shape={u_s}]")
+    raise InvalidArgumentError(
+        f"Dimensions [{depth},{len(shape)}) of input[shape={s_s}] must match dimensions "
+        f"[{outer},{updates.ndim}) of updates[shape={u_s}]")
 
 
 def _check_tensor_scatter_dims(indices: np.ndarray, updates: np.ndarray,
                                shape: Sequence[int]) -> None:
     """TensorScatter*'s check that updates.shape == indices.shape[:-1] + shape[depth:]."""
     outer, depth = indices.ndim - 1, indices.shape[-1]
+    if updates.shape[:outer] == indices.shape[:outer] and \
+            updates.ndim - outer == len(shape) - depth and \
+            tuple(updates.shape[outer:]) == tuple(shape[depth:]):
+        return
     i_s, u_s, s_s = (debug_string(s) for s in (indices.shape, updates.shape, shape))
     if updates.shape[:outer] != indices.shape[:outer]:
         raise InvalidArgumentError(f"Outer dimensions of indices and update must match. "
@@ -240,6 +246,10 @@ def _check_update_shape(shape: Sequence[int], indices: tuple, updates: tuple) ->
     """TensorFlow's ValidateScatterNdUpdateShape (a rank-1 ``indices`` counts as ``[n, 1]``)."""
     slice_dim = indices[-1] if len(indices) > 1 else 1
     batch_dim = len(indices) - 1 if len(indices) > 1 else 1
+    if updates[:batch_dim] == indices[:batch_dim] and len(updates) >= batch_dim and \
+            len(updates) == batch_dim + len(shape) - slice_dim and \
+            tuple(updates[batch_dim:]) == tuple(shape[slice_dim:]):
+        return
     i_s, u_s, s_s = (debug_string(s) for s in (indices, updates, shape))
     if updates[:batch_dim] != indices[:batch_dim] or len(updates) < batch_dim:
         raise InvalidArgumentError(f"Dimensions [0,{batch_dim}) of indices[shape={i_s}] must "
@@ -249,6 +259,9 @@ def _check_update_shape(shape: Sequence[int], indices: tuple, updates: tuple) ->
         raise InvalidArgumentError(
             f"Dimensions [{slice_dim},{len(shape)}) of input[shape={s_s}] must match dimensions "
             f"[{slice_dim},{len(updates)}) of updates[shape={u_s}]")
+
+
+_INDEX_MAX = {np.dtype(t): int(np.iinfo(t).max) for t in (np.int16, np.int32, np.int64, np.uint16)}
 
 
 def _prepare(shape: Sequence[int], indices: np.ndarray, updates: np.ndarray) -> tuple[int, int]:
@@ -264,13 +277,13 @@ def _prepare(shape: Sequence[int], indices: np.ndarray, updates: np.ndarray) -> 
             f"{indices.shape[0]} must match dimensions [0,1) of updates[shape="
             f"{debug_string(updates.shape)}] = {updates.shape[0]}")
     _check_update_shape(shape, indices.shape, updates.shape)
-    index_max, index_name = int(np.iinfo(indices.dtype).max), indices.dtype.name
+    index_max = _INDEX_MAX[indices.dtype]
     if indices.size > index_max:
-        raise InvalidArgumentError(f"indices has too many elements for {index_name} indexing: "
-                                   f"{indices.size} > {index_max}")
+        raise InvalidArgumentError(f"indices has too many elements for {indices.dtype.name} "
+                                   f"indexing: {indices.size} > {index_max}")
     if shape[0] > index_max:
-        raise InvalidArgumentError(f"params_shape[0] too large for {index_name} indexing: "
-                                   f"{shape[0]} > {index_max}")
+        raise InvalidArgumentError(f"params_shape[0] too large for {indices.dtype.name} "
+                                   f"indexing: {shape[0]} > {index_max}")
     depth = indices.shape[-1] if indices.ndim > 1 else 1
     slice_size = math.prod(shape[depth:])
     if slice_size > index_max:
@@ -337,11 +350,23 @@ def scatter_into(out: np.ndarray, offsets: np.ndarray, updates: np.ndarray, op: 
 
 
 def _scatter(ctx, out_shape: tuple, indices: np.ndarray, updates: np.ndarray, op: str,
-             make_output: Callable[[], np.ndarray], on_gpu: bool) -> np.ndarray:
+             make_output: Callable[[], np.ndarray], on_gpu: bool,
+             check_shapes: Callable[[], None], key: tuple = ()) -> np.ndarray:
     """The common tail of the scatter kernels: validate everything, then get the output
     buffer from ``make_output`` and update it. On a GPU a bad index is skipped unless
-    the policy is "ERROR" (TensorFlow's GPU semantics)."""
-    depth, slice_size = _prepare(out_shape, indices, updates)
+    the policy is "ERROR" (TensorFlow's GPU semantics).
+
+    The shape checks (``check_shapes``, then TensorFlow's PrepareAndValidateInputs)
+    depend on shapes only: they run when the shapes differ from the node's last
+    run, and the layout they give is kept in ``ctx.cache``.
+    """
+    key = (out_shape, indices.shape, indices.dtype, updates.shape) + key
+    layout = ctx.cache.get("layout")
+    if layout is None or layout[0] != key:
+        check_shapes()
+        layout = (key,) + _prepare(out_shape, indices, updates)
+        ctx.cache["layout"] = layout
+    _, depth, slice_size = layout
     if math.prod(out_shape) == 0:
         return make_output()
     _check_depth(depth, 1)
@@ -356,8 +381,12 @@ def _scatter(ctx, out_shape: tuple, indices: np.ndarray, updates: np.ndarray, op
         return out
     offsets, keep = locate(tuples, out_shape[:depth], policy, message)
     out = make_output()
-    with np.errstate(all="ignore"):
-        scatter_into(out, offsets, rows if keep is None else rows[keep], op)
+    rows = rows if keep is None else rows[keep]
+    if out.dtype.kind in "fc":  # overflow to inf is the result, not a warning
+        with np.errstate(all="ignore"):
+            scatter_into(out, offsets, rows, op)
+    else:
+        scatter_into(out, offsets, rows, op)
     return out
 
 
@@ -394,21 +423,24 @@ def _scatter_nd_gpu(ctx, indices, updates, shape):
 
 
 def _scatter_nd_on(ctx, indices, updates, shape, on_gpu: bool):
-    _check_ranks(indices, updates)
     dims = tuple(int(d) for d in shape.reshape(-1).tolist())
-    for d in dims:
-        if d < 0:
-            raise InvalidArgumentError(f"Dimension {d} must be >= 0")
-    if not _valid_empty(shape.size, indices.size, updates.size):
-        raise InvalidArgumentError("Indices and updates specified for empty output shape")
-    _check_scatter_nd_dims(indices, updates, dims)
-    if shape.ndim != 1:
-        raise InvalidArgumentError("Shape must be a vector")
+
+    def check_shapes() -> None:
+        _check_ranks(indices, updates)
+        for d in dims:
+            if d < 0:
+                raise InvalidArgumentError(f"Dimension {d} must be >= 0")
+        if not _valid_empty(shape.size, indices.size, updates.size):
+            raise InvalidArgumentError("Indices and updates specified for empty output shape")
+        _check_scatter_nd_dims(indices, updates, dims)
+        if shape.ndim != 1:
+            raise InvalidArgumentError("Shape must be a vector")
 
     def zeros() -> np.ndarray:
         ctx.check_allocation(math.prod(dims), updates.dtype)
         return ctx.xp.zeros(dims, updates.dtype) if on_gpu else _empty_tensor(dims, updates.dtype)
-    return _scatter(ctx, dims, indices, updates, "add", zeros, on_gpu)
+    return _scatter(ctx, dims, indices, updates, "add", zeros, on_gpu, check_shapes,
+                    (shape.shape,))
 
 
 # -- TensorScatterUpdate / Add / Sub / Min / Max ---------------------------------------------------
@@ -430,15 +462,17 @@ def _tensor_scatter_op(name: str, op: str, kernel_types: tuple, index_types: tup
         return scatter_shape(ctx, ctx.shape("indices"), ctx.shape("updates"), tensor, "tensor")
 
     def run(ctx, tensor, indices, updates, on_gpu: bool):
-        _check_ranks(indices, updates)
-        if not _valid_empty(tensor.size, indices.size, updates.size):
-            raise InvalidArgumentError("Indices and updates specified for empty output shape")
-        _check_tensor_scatter_dims(indices, updates, tensor.shape)
+        def check_shapes() -> None:
+            _check_ranks(indices, updates)
+            if not _valid_empty(tensor.size, indices.size, updates.size):
+                raise InvalidArgumentError("Indices and updates specified for empty output shape")
+            _check_tensor_scatter_dims(indices, updates, tensor.shape)
 
         def own_buffer() -> np.ndarray:
             out = ctx.forward_or_copy(0, tensor)
             return out if out.flags.c_contiguous else ctx.xp.ascontiguousarray(out)
-        return _scatter(ctx, tensor.shape, indices, updates, op, own_buffer, on_gpu)
+        return _scatter(ctx, tensor.shape, indices, updates, op, own_buffer, on_gpu,
+                        check_shapes)
 
     @definition.kernel("cpu", T=kernel_types, Tindices=KERNEL_INDEX_TYPES)
     def _kernel(ctx, tensor: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> np.ndarray:

@@ -491,3 +491,20 @@ def test_fortran_order_feed(scope, run):
     out = scope.tensor_scatter_update(scope.add(x, 0.0), [[1, 2]], [9.0])
     feed = np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3))
     assert run(out, {x: feed}).tolist() == [[0, 1, 2], [3, 4, 9]]
+
+
+def test_shape_checks_rerun_when_the_shapes_change(scope):
+    """The kernel keeps the layout of its last shapes; new shapes are checked again."""
+    idx = scope.placeholder(gf.int64, shape=None)
+    upd = scope.placeholder(gf.float32, shape=None)
+    out = scope.scatter_nd(idx, upd, [6])
+    with gf.Session(scope.graph) as sess:
+        f = sess.make_callable(out, [idx, upd])
+        np.testing.assert_array_equal(f(np.array([[1], [1]]), np.array([1, 2], np.float32)),
+                                      [0, 3, 0, 0, 0, 0])
+        with pytest.raises(InvalidArgumentError, match="must match dimensions"):
+            f(np.array([[1], [2]]), np.array([[1, 2]], np.float32))
+        with pytest.raises(InvalidArgumentError, match=r"indices\[0\] = \[7\] does not index"):
+            f(np.array([[7], [2]]), np.array([1, 2], np.float32))
+        np.testing.assert_array_equal(f(np.array([[5]]), np.array([4], np.float32)),
+                                      [0, 0, 0, 0, 0, 4])
