@@ -346,7 +346,22 @@ def scatter_into(out: np.ndarray, offsets: np.ndarray, updates: np.ndarray, op: 
         updates = np.where(np.isnan(updates), updates.dtype.type(nan_neutral), updates)
     if slice_size > 1:
         offsets = (offsets[:, None] * slice_size + np.arange(slice_size)).reshape(-1)
-    ufunc.at(out.reshape(-1), offsets, updates.reshape(-1))
+    flat, values = out.reshape(-1), updates.reshape(-1)
+    if nan_neutral is not None and out.dtype.kind == "f":
+        _min_max_at(ufunc, flat, offsets, values)
+    else:
+        ufunc.at(flat, offsets, values)
+
+
+def _min_max_at(ufunc, flat: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> None:
+    """``ufunc.at`` for float min/max with Eigen's tie rule: of equal values (0.0 and
+    -0.0) the earliest of (current, update 1, update 2, ...) stays, where numpy's
+    minimum/maximum return the later. Updates run in reverse order, so among updates
+    the earliest wins; where the result equals the current value, the current stays."""
+    before = flat[offsets]
+    ufunc.at(flat, offsets[::-1], values[::-1])
+    after = flat[offsets]
+    flat[offsets] = np.where(after == before, before, after)
 
 
 def _scatter(ctx, out_shape: tuple, indices: np.ndarray, updates: np.ndarray, op: str,

@@ -251,3 +251,17 @@ def test_empty_inputs_on_gpu(kind):
         return list(parts) + [merged, scattered]
     got, _ = _run(kind, build, deterministic=False)
     assert [g.shape for g in got] == [(0, 2)] * 3 + [(0, 2), (4,)]
+
+
+@pytest.mark.parametrize("name", ["tensor_scatter_min", "tensor_scatter_max"])
+def test_signed_zero_ties_keep_the_earliest_value(kind, name):
+    """Eigen's min/max keep the current value on a tie, and among updates the earliest:
+    0.0 and -0.0 come out bit for bit as TensorFlow's CPU, on both devices."""
+    tensor = np.array([0.0, -0.0, 5.0, -5.0], np.float32)
+    indices = np.array([[0], [0], [1], [2], [2], [3], [3]])
+    updates = np.array([-0.0, -0.0, 0.0, -0.0, 0.0, 0.0, -0.0], np.float32)
+    want = ref_scatter.scatter(tensor, indices, updates, name.rsplit("_", 1)[1])
+    build = lambda s: getattr(s, name)(tensor, indices, updates)  # noqa: E731
+    cpu, _ = _run(kind, build, device="/cpu:0")
+    gpu, _ = _run(kind, build, deterministic=True)
+    assert cpu.tobytes() == want.tobytes() == gpu.tobytes()
