@@ -225,7 +225,7 @@ class Session:
         with self._lock:
             self._active_runs -= 1
             self.stats.runs += 1
-            if self._active_runs == 0:
+            if self._active_runs == 0 and self._closed:  # close() is waiting
                 self._idle.notify_all()
 
     def _execute(self, plan: Plan, values: Sequence, metadata: RunMetadata | None = None) -> list:

@@ -9,7 +9,7 @@ import graphflow as gf
 from graphflow.errors import InvalidArgumentError, InvalidDTypeError, NotFoundError, \
     ResourceExhaustedError
 from graphflow.ops import ScatterNd, TensorScatterAdd, TensorScatterUpdate
-from graphflow.ops.scatter_ops import scatter_into
+from graphflow.ops.scatter_ops import UNIQUE_CHECK_MIN_UPDATES, scatter_into
 
 import ref_scatter
 
@@ -161,6 +161,33 @@ def test_bulk_paths_agree_with_reference(op, num_slices, duplicates):
     with np.errstate(all="ignore"):
         scatter_into(got, offsets, updates, op)
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int32, np.bool_])
+@pytest.mark.parametrize("pattern", ["unique", "duplicate early", "duplicate late", "many"])
+@pytest.mark.parametrize("slice_size", [1, 3])
+def test_scatter_into_zeros_is_bitwise_the_ordered_sum(dtype, pattern, slice_size):
+    """ScatterNd's output starts as zeros: unique offsets are assigned (0 + -0.0 still
+    gives 0.0), duplicates anywhere fall back to the sum in index order."""
+    n = UNIQUE_CHECK_MIN_UPDATES + 7
+    rng = np.random.default_rng(n)
+    offsets = rng.permutation(4 * n)[:n].astype(np.int64)
+    if pattern == "duplicate early":
+        offsets[5] = offsets[2]
+    elif pattern == "duplicate late":
+        offsets[-1] = offsets[n // 2]
+    elif pattern == "many":
+        offsets = rng.integers(0, 100, n).astype(np.int64)
+    updates = rng.standard_normal((n, slice_size)).astype(dtype)
+    if updates.dtype.kind in "fc":
+        updates[::3] = -0.0
+        updates[1::7] = np.nan
+    expected = np.zeros((4 * n, slice_size), dtype)
+    flat = (offsets[:, None] * slice_size + np.arange(slice_size)).reshape(-1)
+    np.add.at(expected.reshape(-1), flat, updates.reshape(-1))
+    got = np.zeros((4 * n, slice_size), dtype)
+    scatter_into(got, offsets, updates, "add", into_zeros=True)
+    assert got.tobytes() == expected.tobytes()
 
 
 # -- duplicates, strings, bools ----------------------------------------------------------------
