@@ -6,7 +6,10 @@ the pieces back into place, as in TensorFlow's DynamicStitch documentation:
 
 The graph runs twice: as written (DynamicPartition, Add, DynamicStitch) and as
 the optimizer rewrites it (one select over x), with the same result.
+``--save GRAPH.json`` also writes the graph (for ``graphflow show``, ``run``).
 """
+import argparse
+
 import numpy as np
 
 import graphflow as gf
@@ -26,6 +29,9 @@ def build(scope: gf.Scope, x: gf.Output) -> tuple[list[gf.Output], gf.Output]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--save", metavar="GRAPH.json", help="also write the graph there")
+    args = parser.parse_args()
     g = gf.Graph()
     scope = gf.Scope(g)
     x = scope.constant(np.array(X, np.float32), name="x")
@@ -48,6 +54,9 @@ def main() -> None:
 
     np.testing.assert_allclose(as_written, EXPECTED, rtol=1e-6)
     np.testing.assert_array_equal(optimized, as_written)
+    if args.save:
+        g.save(args.save)
+        print(f"wrote {args.save}")
 
 
 if __name__ == "__main__":

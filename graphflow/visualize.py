@@ -2,8 +2,9 @@
 
 ``to_dot`` needs nothing but the graph. Each op is a box labelled with its
 name, type and each output's dtype and shape, filled by requested device (a
-legend says which colour is which); data edges are solid and carry the tensor
-shape, control edges are dashed. ``render`` runs Graphviz's ``dot`` if it is
+legend says which colour is which); constants are smaller and show small
+values; name scopes (``scope.with_sub_scope``) are dashed clusters. Data edges
+are solid and carry the tensor shape, control edges are dashed. ``render`` runs Graphviz's ``dot`` if it is
 installed (``apt-get install graphviz``, ``brew install graphviz``).
 """
 from __future__ import annotations
@@ -44,9 +45,20 @@ def device_type(op: "Operation") -> str:
     return ""
 
 
-def _label(op: "Operation") -> str:
-    lines = [op.name, f"({op.type})" if op.type != op.name else ""]
-    lines = [line for line in lines if line]
+def _scope_of(name: str, op_names: set[str]) -> str:
+    """The name scope an op is drawn in: the longest ``/``-prefix of its name that
+    is not itself an op (``layer/Add/y`` sits with ``layer/Add`` in ``layer``)."""
+    parts = name.split("/")[:-1]
+    while parts and "/".join(parts) in op_names:
+        parts.pop()
+    return "/".join(parts)
+
+
+def _label(op: "Operation", scope: str = "") -> str:
+    short = op.name[len(scope) + 1:] if scope else op.name
+    lines = [short]
+    if op.type != short:
+        lines.append(f"({op.type})")
     many = len(op.outputs) > 1
     for out in op.outputs:
         lines.append(f"{f'{out.index}: ' if many else ''}{out.dtype.name} {out.shape}")
@@ -59,16 +71,45 @@ def _label(op: "Operation") -> str:
     return "\n".join(lines)
 
 
+def _node_line(op: "Operation", scope: str) -> str:
+    color = DEVICE_COLORS[device_type(op)]
+    extra = ", fontsize=8, color=gray50" if op.type == "Const" else ""
+    return f"{_quote(op.name)} [label={_quote(_label(op, scope))}, fillcolor=\"{color}\"{extra}];"
+
+
 def to_dot(graph: "Graph", *, legend: bool = True, rankdir: str = "TB") -> str:
-    """The DOT text of ``graph``: one box per op, solid data and dashed control edges."""
+    """The DOT text of ``graph``: one box per op (constants smaller, in grey), name
+    scopes as dashed clusters, solid data edges labelled with the shape (and the
+    output index of a multi-output op) and dashed control edges."""
     lines = ["digraph graphflow {",
              f"  graph [rankdir={rankdir}, fontname=Helvetica, fontsize=10];",
              '  node [shape=box, style="rounded,filled", fontname=Helvetica, fontsize=10];',
              "  edge [fontname=Helvetica, fontsize=9];"]
     ops = graph.operations()
+    names = {op.name for op in ops}
+    members: dict[str, list] = {}
     for op in ops:
-        color = DEVICE_COLORS[device_type(op)]
-        lines.append(f"  {_quote(op.name)} [label={_quote(_label(op))}, fillcolor=\"{color}\"];")
+        members.setdefault(_scope_of(op.name, names), []).append(op)
+    children: dict[str, list[str]] = {}
+    for scope in sorted(members):
+        parts = scope.split("/") if scope else []
+        for depth in range(len(parts)):  # every enclosing scope, outermost first
+            parent, child = "/".join(parts[:depth]), "/".join(parts[:depth + 1])
+            if child not in children.setdefault(parent, []):
+                children[parent].append(child)
+    counter = iter(range(len(ops) + 1))
+
+    def emit(scope: str, indent: str) -> None:
+        for child in children.get(scope, []):
+            lines.append(f"{indent}subgraph cluster_{next(counter)} {{")
+            lines.append(f"{indent}  label={_quote(child.rsplit('/', 1)[-1])}; "
+                         "style=\"rounded,dashed\"; color=gray60; fontcolor=gray30;")
+            emit(child, indent + "  ")
+            lines.append(f"{indent}}}")
+        for op in members.get(scope, []):
+            lines.append(indent + _node_line(op, scope))
+
+    emit("", "  ")
     for op in ops:
         for src in op.inputs:
             port = f":{src.index} " if len(src.op.outputs) > 1 else ""
@@ -85,15 +126,18 @@ def to_dot(graph: "Graph", *, legend: bool = True, rankdir: str = "TB") -> str:
 
 def _legend() -> list[str]:
     # Names starting with "_" cannot clash with op names (those start with [A-Za-z0-9.]).
+    # Invisible edges stack the entries in one column.
     lines = ["  subgraph cluster_legend {",
              '    label="legend"; fontsize=9; style=dashed; color=gray60;',
              '    node [fontsize=9, width=0, height=0];']
+    keys = []
     for key, text in _LEGEND:
-        lines.append(f'    "_legend_{key or "none"}" [label="{text}", '
-                     f'fillcolor="{DEVICE_COLORS[key]}"];')
+        keys.append(f'"_legend_{key or "none"}"')
+        lines.append(f'    {keys[-1]} [label="{text}", fillcolor="{DEVICE_COLORS[key]}"];')
     lines += ['    "_legend_a" [label="producer", fillcolor="#ffffff"];',
               '    "_legend_b" [label="consumer", fillcolor="#ffffff"];',
               '    "_legend_c" [label="runs after", fillcolor="#ffffff"];',
+              f'    {" -> ".join(keys)} -> "_legend_a" [style=invis];',
               '    "_legend_a" -> "_legend_b" [label="data [shape]"];',
               '    "_legend_b" -> "_legend_c" [label="control", style=dashed, color=gray40, '
               'arrowhead=odot];',

@@ -35,7 +35,7 @@ def test_dot_text_of_a_known_graph():
     assert ('"Placeholder" [label="Placeholder\\nfloat32 [?,2]\\n/device:GPU:0", '
             'fillcolor="#d5e8d4"];') in lines
     assert ('"Const" [label="Const\\nfloat32 [2]\\n= [1., 2.]\\n/device:CPU:0", '
-            'fillcolor="#dae8fc"];') in lines
+            'fillcolor="#dae8fc", fontsize=8, color=gray50];') in lines
     assert '"total" [label="total\\n(Add)\\nfloat32 [?,2]", fillcolor="#ffffff"];' in lines
     assert '"Placeholder" -> "total" [label="[?,2]"];' in lines
     assert '"Const" -> "total" [label="[2]"];' in lines
@@ -61,6 +61,38 @@ def test_dot_multi_output_ports_and_no_legend():
         assert '"DynamicPartition" -> "Identity" [label=":1 [?]"];' in dot
 
 
+def test_dot_name_scopes_are_clusters():
+    g = gf.Graph()
+    s = gf.Scope(g)
+    x = s.placeholder(gf.float32, shape=[3])
+    outer = s.with_sub_scope("outer")
+    y = outer.with_sub_scope("inner").add(x, np.float32(1.0))  # outer/inner/Add and Add/y
+    outer.identity(y)                                           # outer/Identity
+    lines = [line.strip() for line in g.to_dot(legend=False).splitlines()]
+    style = 'style="rounded,dashed"; color=gray60; fontcolor=gray30;'
+    starts = {line.split(";")[0]: i for i, line in enumerate(lines) if line.endswith(style)}
+    assert set(starts) == {'label="outer"', 'label="inner"'}
+    o, i = starts['label="outer"'], starts['label="inner"']
+    assert lines[o - 1].startswith("subgraph cluster_") and o < i
+
+    def end(start):  # the "}" that closes the cluster opened on line start - 1
+        depth = 0
+        for k in range(start - 1, len(lines)):
+            depth += lines[k].endswith("{") - (lines[k] == "}")
+            if depth == 0:
+                return k
+    at = {line.split(" [")[0]: k for k, line in enumerate(lines) if " [label=" in line
+          and " -> " not in line}
+    assert i < at['"outer/inner/Add"'] < end(i) and i < at['"outer/inner/Add/y"'] < end(i)
+    assert o < at['"outer/Identity"'] < end(o) and not i < at['"outer/Identity"'] < end(i)
+    assert not o < at['"Placeholder"'] < end(o)
+    assert '"outer/inner/Add" [label="Add\\nfloat32 [3]", fillcolor="#ffffff"];' in lines
+    assert '"outer/Identity" [label="Identity\\nfloat32 [3]", fillcolor="#ffffff"];' in lines
+    assert any(line.startswith('"outer/inner/Add/y" [label="Add/y\\n(Const)\\nfloat32 []')
+               for line in lines)
+    assert '"outer/inner/Add" -> "outer/Identity" [label="[3]"];' in lines
+
+
 def test_dot_escapes_quotes_in_string_constants():
     g = gf.Graph()
     gf.Scope(g).constant([b'say "hi"\\'])
@@ -73,6 +105,26 @@ def test_render_svg(tmp_path):
     path = tmp_path / "g.svg"
     visualize.render(_known_graph().to_dot(), path)
     assert path.read_text().lstrip().startswith(("<?xml", "<svg"))
+
+
+def test_readme_picture_shows_the_partition_stitch_example(tmp_path):
+    """docs/partition_stitch.svg (in README) draws the graph the example builds now."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    saved = tmp_path / "ps.json"
+    done = subprocess.run([sys.executable, "examples/partition_stitch.py", "--save", str(saved)],
+                          capture_output=True, text=True, cwd=root, timeout=120)
+    assert done.returncode == 0, done.stderr
+    svg = (root / "docs" / "partition_stitch.svg").read_text()
+    titles = set(re.findall(r"<title>([^<]*)</title>", svg))
+    graph = gf.load_graph(saved)
+    assert {op.name for op in graph.operations()} <= titles
+    for op in graph.operations():
+        for src in op.inputs:
+            assert f"{src.op.name}&#45;&gt;{op.name}" in titles
+    assert "docs/partition_stitch.svg" in (root / "README.md").read_text()
 
 
 def test_render_rejects_unknown_formats(tmp_path):
