@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError, InvalidDTypeError, ResourceExhaustedError
-from graphflow.ops import DynamicPartition, DynamicStitch, ParallelDynamicStitch
+from graphflow.ops import DynamicPartition, DynamicStitch, ParallelDynamicStitch, partition_ops
 
 from ref_partition import ref_dynamic_partition, ref_dynamic_stitch
 
@@ -121,6 +121,18 @@ def test_stitch_later_wins_at_scale(scope, run):
     rng = np.random.default_rng(1)
     indices = [rng.integers(0, 50, size=s).astype(np.int32) for s in (300, (20, 10), 7)]
     data = [rng.standard_normal(i.shape + (3,)) for i in indices]
+    _, got = stitch(scope, run, indices, data)
+    assert_same(got, ref_dynamic_stitch(indices, data))
+
+
+@pytest.mark.parametrize("extra", [(), (1,), (3,)])
+def test_stitch_later_wins_across_blocks(scope, run, monkeypatch, extra):
+    """The kernel assigns in blocks of indices: duplicates in different blocks of one
+    input, and across inputs, still resolve to the later (m, i)."""
+    monkeypatch.setattr(partition_ops, "STITCH_BLOCK", 4)
+    rng = np.random.default_rng(7)
+    indices = [rng.integers(0, 12, size=s).astype(np.int32) for s in (23, (3, 5), 9)]
+    data = [rng.standard_normal(i.shape + extra).astype(np.float32) for i in indices]
     _, got = stitch(scope, run, indices, data)
     assert_same(got, ref_dynamic_stitch(indices, data))
 
