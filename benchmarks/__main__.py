@@ -15,13 +15,18 @@ import sys
 
 import numpy as np
 
-from .harness import MachineLimits, median_time, peak_bytes, per_call_time
+from .harness import MachineLimits, median_time, paired_per_call_time, peak_bytes, per_call_time
 from .workloads import BYTES, WORKLOADS, Case
 
 RESULTS = pathlib.Path(__file__).with_name("results")
 
 
 def measure(case: Case, repeats: int) -> dict:
+    if case.paired:
+        t_gf, t_np, ratio = paired_per_call_time(case.graphflow, case.baseline, max(3 * repeats, 15))
+        return {"workload": case.workload, "name": case.name, "unit": f"us/{case.per}",
+                "graphflow": t_gf / case.units * 1e6, "baseline": t_np / case.units * 1e6,
+                "baseline_name": case.baseline_name, "ratio": ratio}
     if case.per:
         calls = 2000 if case.per == "call" else 200
         t_gf = per_call_time(case.graphflow, calls, repeats) / case.units

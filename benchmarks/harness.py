@@ -37,6 +37,46 @@ def per_call_time(fn: Callable[[], object], calls: int, repeats: int) -> float:
     return median_time(batch, repeats, warmup=1) / calls
 
 
+def paired_per_call_time(fa: Callable[[], object], fb: Callable[[], object], rounds: int,
+                         batch_s: float = 0.02) -> tuple[float, float, float]:
+    """Per-call times of two cheap functions and their ratio, robust to load changes.
+
+    Batches of ``fa`` and ``fb`` (each about ``batch_s`` long) alternate, AB then
+    BA, for ``rounds`` rounds; returns the median per-call time of each and the
+    median of the per-round ratios a / b.
+    """
+    def calls_for(fn):
+        fn()
+        t0 = time.perf_counter()
+        n = 0
+        while time.perf_counter() - t0 < batch_s / 4:
+            fn()
+            n += 1
+        return max(1, int(n * 4))
+    n = min(calls_for(fa), calls_for(fb))
+
+    def batch(fn):
+        gc.disable()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        t = time.perf_counter() - t0
+        gc.enable()
+        return t / n
+    ta, tb, ratios = [], [], []
+    for r in range(rounds):
+        if r % 2:
+            b = batch(fb)
+            a = batch(fa)
+        else:
+            a = batch(fa)
+            b = batch(fb)
+        ta.append(a)
+        tb.append(b)
+        ratios.append(a / b)
+    return statistics.median(ta), statistics.median(tb), statistics.median(ratios)
+
+
 def peak_bytes(fn: Callable[[], object]) -> int:
     """Peak traced allocation (bytes) while ``fn()`` runs, above what was live before."""
     gc.collect()

@@ -1,5 +1,6 @@
 """The workloads W1-W7 of the performance issue, each against the best plain
-numpy a user would write by hand for the same result.
+numpy a user would write by hand for the same result; T1 compares graphflow
+with itself (tracing off / on against a plain run).
 
 Every workload builds its graph once and times ``make_callable`` calls, so the
 numbers include graphflow's whole per-run cost: feed checks, the executor loop
@@ -28,6 +29,8 @@ class Case:
     random_accesses: int = 0   # scattered element accesses the result needs
     per: str = ""              # "node" or "call": report per-unit latency instead of ms
     units: int = 1
+    paired: bool = False       # time graphflow and baseline in alternating batches (ratio =
+                               # median of per-round ratios): for comparisons near 1.00x
 
 #: The byte formula behind GB/s: bytes of every input read plus every output
 #: written once (indices included); a scatter also counts its output fill.
@@ -284,8 +287,49 @@ def w7_seed_latency(scale: float) -> list[Case]:
     return [Case("W7", "seed ScatterNd [8] <- 4", f, base, "zeros + np.add.at", per="call")]
 
 
+def t1_tracing_overhead(scale: float) -> list[Case]:
+    """Tracing off costs nothing: ``sess.run`` with ``RunOptions(trace=False)``
+    against ``sess.run`` without options (ratio ~1.00), and what tracing on
+    costs, on the W7 seed ScatterNd and on a chain of 100 tiny Adds (fed)."""
+    g = gf.Graph()
+    s = gf.Scope(g)
+    seed = s.scatter_nd(np.array([[4], [3], [1], [7]]), np.array([9, 10, 11, 12], np.int32), [8])
+    x = s.placeholder(gf.float32, shape=[4])
+    h = x
+    for _ in range(100):
+        h = s.add(h, x)
+    v = np.ones(4, np.float32)
+    sess = _session(g)
+    off, on = gf.RunOptions(trace=False), gf.RunOptions(trace=True)
+    cases = []
+    for label, fetch, feeds, feed_list in (("seed ScatterNd [8] <- 4", seed, None, []),
+                                           ("chain of 100 tiny Add", h, {x: v}, [x])):
+        def plain(fetch=fetch, feeds=feeds):
+            return sess.run(fetch, feeds)
+
+        def trace_off(fetch=fetch, feeds=feeds):
+            return sess.run(fetch, feeds, options=off)
+
+        def trace_on(fetch=fetch, feeds=feeds):
+            md = gf.RunMetadata()
+            out = sess.run(fetch, feeds, options=on, run_metadata=md)
+            assert md.events
+            return out
+        f = sess.make_callable(fetch, feed_list)
+        args = [feeds[x]] if feeds else []
+        np.testing.assert_array_equal(trace_on(), plain())
+        cases += [
+            Case("T1", f"{label}: run(options=trace off)", trace_off, plain, "run(), no options",
+                 per="call", paired=True),
+            Case("T1", f"{label}: run(options=trace on)", trace_on, plain, "run(), no options",
+                 per="call", paired=True),
+            Case("T1", f"{label}: make_callable", lambda f=f, a=args: f(*a), plain,
+                 "run(), no options", per="call", paired=True)]
+    return cases
+
+
 WORKLOADS = {
     "W1": w1_scatter_nd_elements, "W2": w2_scatter_nd_slices, "W3": w3_tensor_scatter,
     "W4": w4_gather_nd, "W5": w5_partition_stitch, "W6": w6_executor_overhead,
-    "W7": w7_seed_latency,
+    "W7": w7_seed_latency, "T1": t1_tracing_overhead,
 }
