@@ -31,6 +31,50 @@ def _string_array(value: Any) -> np.ndarray:
     return out.reshape(arr.shape)
 
 
+#: DLPack device types numpy reads directly: kDLCPU, kDLCUDAHost, kDLROCMHost.
+_HOST_DLPACK_DEVICES = (1, 3, 11)
+#: DLPack device types cupy reads: kDLCUDA, kDLCUDAManaged.
+_CUDA_DLPACK_DEVICES = (2, 13)
+
+
+def shared_array(value: Any) -> Any:
+    """``value`` as an array sharing its memory, when it comes from another array
+    library: an object with ``__dlpack__`` becomes a numpy array (host memory,
+    ``np.from_dlpack``) or a cupy array (CUDA memory, when cupy is installed);
+    otherwise an object with ``__array__`` becomes ``np.asarray(value)``.
+    numpy and cupy arrays, lists and scalars come back unchanged.
+
+    Raises TypeError for DLPack memory on a device graphflow cannot read.
+    """
+    if isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "__cuda_array_interface__"):
+        return value
+    if hasattr(value, "__dlpack__"):
+        try:
+            device = value.__dlpack_device__()[0]
+        except Exception:  # noqa: BLE001 - no or a broken __dlpack_device__: let numpy try
+            device = None
+        cupy = None
+        if device in _CUDA_DLPACK_DEVICES:
+            try:
+                import cupy
+            except ImportError:
+                pass
+        reader = (np.from_dlpack if device is None or device in _HOST_DLPACK_DEVICES
+                  else cupy.from_dlpack if cupy is not None else None)
+        if reader is not None:
+            try:
+                return reader(value)
+            except (BufferError, TypeError, ValueError, RuntimeError, AttributeError):
+                pass  # e.g. a dtype DLPack cannot carry: __array__ may still work
+        elif not hasattr(value, "__array__"):
+            raise TypeError(f"{type(value).__name__} lives on DLPack device type {device}, which "
+                            + ("graphflow reads only through cupy (not installed)"
+                               if device in _CUDA_DLPACK_DEVICES else "graphflow cannot read"))
+    if hasattr(value, "__array__"):
+        return np.asarray(value)
+    return value
+
+
 def to_array(value: Any, dtype: DType | None = None) -> np.ndarray:
     """A new read-only numpy array holding ``value`` as ``dtype`` (or the inferred type).
 
@@ -52,7 +96,9 @@ def to_array(value: Any, dtype: DType | None = None) -> np.ndarray:
                 raise TypeError(f"Cannot convert {value!r} to a tensor of dtype {dtype.name}")
             arr = _string_array(probe)
         elif dtype is not None:
-            arr = _cast_exactly(probe, dtype, value)
+            # np.asarray built a new array from a list or a Python scalar: no second copy
+            fresh = isinstance(value, (list, tuple, int, float, complex))
+            arr = _cast_exactly(probe, dtype, value, copy=not fresh)
         elif probe.dtype.kind in "iu":
             fits = probe.size == 0 or (probe.min() >= _INT32.min and probe.max() <= _INT32.max)
             arr = probe.astype(np.int32 if fits else np.int64)
@@ -66,10 +112,10 @@ def to_array(value: Any, dtype: DType | None = None) -> np.ndarray:
     return arr
 
 
-def _cast_exactly(arr: np.ndarray, dtype: DType, original: Any) -> np.ndarray:
+def _cast_exactly(arr: np.ndarray, dtype: DType, original: Any, copy: bool = True) -> np.ndarray:
     target = dtype.as_numpy_dtype
     if arr.dtype == target:
-        return np.array(arr, copy=True)
+        return np.array(arr, copy=True) if copy else arr
     src = arr.dtype.kind
     ok = {
         "float": src in "biuf",

@@ -159,10 +159,19 @@ def _feed_checker(out: Output) -> Callable[[Any], Any]:
                     f"Cannot feed value of dtype {value.dtype} for Tensor '{out.name}', which has "
                     f"dtype {dtype.name}")
         else:
-            from graphflow.convert import to_array
+            from graphflow.convert import shared_array, to_array
             try:
-                value = to_array(value, dtype)
-            except TypeError as e:
+                shared = shared_array(value)  # __dlpack__ / __array__ objects: no copy
+                if (isinstance(shared, np.ndarray) and shared.dtype == np_dtype
+                        and shared.dtype.kind != "O"):
+                    value = shared.view()
+                    value.flags.writeable = False
+                elif (hasattr(shared, "__cuda_array_interface__")
+                      and as_dtype(shared.dtype) == dtype):
+                    value = shared
+                else:
+                    value = to_array(shared, dtype)
+            except (TypeError, ValueError, RuntimeError, BufferError) as e:  # ragged, bf16, ...
                 raise InvalidArgumentError(f"Cannot feed value for Tensor '{out.name}': {e}") from None
         if static is not None:
             shape = value.shape
