@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -467,3 +468,54 @@ def test_the_seed_example_graph_round_trips_and_runs_identically():
         expected = s1.run(fetches, feed)
         _assert_identical(expected, s2.run(fetches, feed))
     np.testing.assert_allclose(expected[0], example.EXPECTED, rtol=1e-6)
+
+
+def _by_name(fetches):
+    """Outputs and Operations (nested in lists, tuples, dicts) -> their names."""
+    if isinstance(fetches, (list, tuple)):
+        return [_by_name(f) for f in fetches]
+    if isinstance(fetches, dict):
+        return {k: _by_name(v) for k, v in fetches.items()}
+    return fetches if isinstance(fetches, str) else fetches.name
+
+
+def _flat(values):
+    if isinstance(values, (list, tuple)):
+        return [v for x in values for v in _flat(x)]
+    if isinstance(values, dict):
+        return [v for k in sorted(values) for v in _flat(values[k])]
+    return [values]
+
+
+EXAMPLE_SCRIPTS = sorted(p.name for p in
+                         (pathlib.Path(__file__).resolve().parents[1] / "examples").glob("*.py")
+                         if not p.name.startswith("_"))
+
+
+@pytest.mark.parametrize("script", EXAMPLE_SCRIPTS)
+def test_every_example_graph_round_trips_and_runs_identically(script, monkeypatch, capsys):
+    """Each sess.run of each example, replayed on its graph after a JSON round trip."""
+    import runpy
+    import sys
+
+    examples = pathlib.Path(__file__).resolve().parents[1] / "examples"
+    runs = []
+    original_run = gf.Session.run
+
+    def recording_run(self, fetches, feed_dict=None, *args, **kwargs):
+        result = original_run(self, fetches, feed_dict, *args, **kwargs)
+        runs.append((self.graph, self.config, _by_name(fetches),
+                     {_by_name(k): v for k, v in (feed_dict or {}).items()}, result))
+        return result
+    monkeypatch.setattr(gf.Session, "run", recording_run)
+    monkeypatch.setattr(sys, "argv", [script])
+    monkeypatch.syspath_prepend(str(examples))
+    runpy.run_path(str(examples / script), run_name="__main__")
+    capsys.readouterr()
+    assert runs, f"{script} ran no session"
+    for graph, config, fetches, feeds, expected in runs:
+        again = _round_trip(graph)
+        _same_graph(graph, again)
+        with gf.Session(again, config) as sess:
+            got = original_run(sess, fetches, feeds)
+        _assert_identical(_flat(expected), _flat(got))
