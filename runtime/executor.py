@@ -256,12 +256,19 @@ class Plan:
         done: queue.SimpleQueue = queue.SimpleQueue()
         in_flight = 0
         first_error: tuple[int, BaseException] | None = None
+        # Set by the first failing step (or an interrupted coordinator): steps already
+        # queued on the pool then return at once instead of starting their kernels.
+        stop = threading.Event()
 
         def work(k: int) -> None:
+            if stop.is_set():
+                done.put((k, _SKIPPED))
+                return
             try:
                 runs[k](slots)
                 done.put((k, None))
             except BaseException as e:  # noqa: BLE001 - reported by the coordinator
+                stop.set()
                 done.put((k, e))
 
         def submit(k: int) -> None:
@@ -277,7 +284,7 @@ class Plan:
                 k, err = done.get()
                 in_flight -= 1
                 if err is not None:
-                    if first_error is None:
+                    if first_error is None and err is not _SKIPPED:
                         first_error = (k, err)
                     continue
                 for i in steps[k].flat_inputs:
@@ -291,8 +298,9 @@ class Plan:
                     if waiting[j] == 0:
                         submit(j)
         except BaseException:
-            # KeyboardInterrupt or similar: let what is running finish, then re-raise.
-            first_error = first_error or (-1, None)
+            # KeyboardInterrupt or similar: start nothing more, let what is running
+            # finish, then re-raise.
+            stop.set()
             while in_flight:
                 done.get()
                 in_flight -= 1
@@ -302,6 +310,10 @@ class Plan:
             if isinstance(err, (KeyboardInterrupt, SystemExit)):
                 raise err
             raise _node_error(steps[k], err) from err
+
+
+#: What a parallel step reports when it was not started because an earlier step failed.
+_SKIPPED = object()
 
 
 def _needed_ops(fetches: Sequence, fed: dict, subst: dict) -> list[Operation]:
