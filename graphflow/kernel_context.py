@@ -56,13 +56,20 @@ class KernelContext:
         return array.copy()
 
     def check_allocation(self, num_elements: int, dtype) -> None:
-        """Raise ResourceExhaustedError before allocating past the memory limit."""
-        limit = self.memory_limit
-        if limit is None:
-            return
+        """Raise ResourceExhaustedError before allocating past the memory limit.
+
+        ``num_elements`` must be exact (a Python int, e.g. ``math.prod(dims)``, not an
+        int64 product that may wrap): a size past 2**63 - 1 bytes fails even without
+        a limit, before numpy sees it.
+        """
         itemsize = np.dtype(dtype).itemsize if dtype is not object else 8
         nbytes = int(num_elements) * itemsize
+        limit = _MAX_BYTES if self.memory_limit is None else min(self.memory_limit, _MAX_BYTES)
         if nbytes > limit:
             raise ResourceExhaustedError(
                 f"OOM when allocating tensor with {int(num_elements)} elements of type "
                 f"{np.dtype(dtype).name} ({nbytes} bytes; memory limit {limit} bytes)")
+
+
+#: The largest buffer numpy (and an int64 byte count) can describe.
+_MAX_BYTES = 2 ** 63 - 1

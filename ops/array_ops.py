@@ -1,6 +1,8 @@
 """Basic array ops: constants, placeholders, shapes, reshaping, casts, concat."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from graphflow.dtypes import ALL_TYPES, FLOAT_TYPES, INDEX_TYPES, NUMBER_TYPES, as_dtype, int8, \
@@ -317,7 +319,7 @@ def _fill(ctx, dims, value):
     shape = [int(d) for d in dims.tolist()]
     if any(d < 0 for d in shape):
         raise InvalidArgumentError(f"dims must be non-negative, got {shape}")
-    ctx.check_allocation(int(np.prod(shape, dtype=np.int64)), value.dtype)
+    ctx.check_allocation(math.prod(shape), value.dtype)  # exact: an int64 product may wrap
     return ctx.xp.full(shape, value, dtype=value.dtype)
 
 
@@ -338,6 +340,7 @@ def _like_shape(ctx):
 @ZerosLike.kernel("cpu")
 @ZerosLike.kernel("gpu", T=NON_STRING_TYPES)
 def _zeros_like(ctx, x):
+    ctx.check_allocation(x.size, x.dtype)  # x may be a broadcast view that owns little memory
     if ctx.attrs["T"].is_string:
         out = np.empty(np.shape(x), dtype=object)
         out.fill(b"")
@@ -348,6 +351,7 @@ def _zeros_like(ctx, x):
 @OnesLike.kernel("cpu")
 @OnesLike.kernel("gpu")
 def _ones_like(ctx, x):
+    ctx.check_allocation(x.size, x.dtype)
     return ctx.xp.ones_like(x)
 
 

@@ -1,6 +1,7 @@
 """Element-wise math, comparison and logic ops, broadcasting as TensorFlow does."""
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -43,11 +44,28 @@ def _binary(name: str, fn, types, doc: str, out: str = "T", aliases=()):
         """broadcast(x.shape, y.shape)."""
         return broadcast_shapes(ctx, "x", "y")
 
+    out_dtype = np.dtype(np.bool_) if out == "bool" else None
+
     @op.kernel("cpu")
     @op.kernel("gpu", T=tuple(t for t in types if not t.is_string))
     def _kernel(ctx, x, y, _fn=fn):
+        # the output has at most x.size * y.size elements: only a product past the
+        # limit needs the exact (slower) check
+        if x.shape != y.shape and x.size * y.size * x.itemsize > (ctx.memory_limit or 0):
+            check_broadcast(ctx, out_dtype or x.dtype, x, y)
         return _fn(x, y)  # numpy ufuncs dispatch to cupy for device arrays
     return op
+
+
+def check_broadcast(ctx, dtype, *arrays) -> None:
+    """ResourceExhaustedError before a broadcast allocates more than the memory limit
+    (a [n, 1] and a [1, n] input make n * n elements); incompatible shapes are left
+    to the kernel, which reports them in its own words."""
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError:
+        return
+    ctx.check_allocation(math.prod(shape), dtype)
 
 
 _concat_bytes = np.frompyfunc(operator.add, 2, 1)
@@ -139,6 +157,9 @@ def _select_shape(ctx):
 @SelectV2.kernel("cpu")
 @SelectV2.kernel("gpu", T=tuple(t for t in ALL_TYPES if not t.is_string))
 def _select(ctx, condition, t, e):
+    if not condition.shape == t.shape == e.shape and \
+            condition.size * t.size * e.size * t.itemsize > (ctx.memory_limit or 0):
+        check_broadcast(ctx, t.dtype, condition, t, e)
     return ctx.xp.where(condition, t, e)
 
 

@@ -499,6 +499,8 @@ def _scatter_nd_on(ctx, indices, updates, shape, on_gpu: bool):
         _check_scatter_nd_dims(indices, updates, dims)
         if shape.ndim != 1:
             raise InvalidArgumentError("Shape must be a vector")
+        # before the index offsets are computed in int64, which a huge shape overflows
+        ctx.check_allocation(math.prod(dims), updates.dtype)
 
     def zeros() -> np.ndarray:
         ctx.check_allocation(math.prod(dims), updates.dtype)

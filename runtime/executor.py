@@ -445,7 +445,9 @@ def _node_error(step: Step, err: BaseException) -> BaseException:
         name, type_, site = step.op.name, step.op.type, step.op.site
     if isinstance(err, OpError):
         return err.with_node(name, type_, site=site)
-    if isinstance(err, MemoryError):
+    if isinstance(err, MemoryError) or (
+            isinstance(err, ValueError) and str(err).startswith("array is too big")):
+        # the second is numpy's word for a size past what an int64 byte count holds
         return ResourceExhaustedError(f"OOM while running the kernel: {err}", name, type_, site=site)
     if isinstance(err, (ValueError, IndexError, TypeError, ArithmeticError)):
         return InvalidArgumentError(f"{type(err).__name__}: {err}", name, type_, site=site)
