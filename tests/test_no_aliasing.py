@@ -1,0 +1,219 @@
+"""Nothing lost: no fed array, constant or fetched result is ever modified by a run,
+and buffer forwarding (a TensorScatter* writing into its input) never touches a
+buffer anyone else can still see.
+
+Each test runs the same graph through ``sess.run`` and ``make_callable``, on the
+sequential and the parallel executor (inputs of 2**17 elements make the plan
+parallel), and checks values against numpy and, where it matters, that
+forwarding did (or did not) happen, through ``sess.stats.forwarded``.
+"""
+import numpy as np
+import pytest
+
+import graphflow as gf
+
+N = 1 << 17
+IDX = np.array([[1], [5], [N - 1]], np.int64)
+UPD = np.array([10.0, 20.0, 30.0])
+
+
+def _ref_update(a, idx=IDX, upd=UPD):
+    out = a.copy()
+    out[idx[:, 0]] = upd
+    return out
+
+
+def _ref_add(a, idx=IDX, upd=UPD):
+    out = a.copy()
+    np.add.at(out, idx[:, 0], upd)
+    return out
+
+
+@pytest.fixture(params=["sequential", "parallel"])
+def threads(request):
+    return 1 if request.param == "sequential" else 2
+
+
+@pytest.fixture(params=["run", "callable"])
+def call(request):
+    """``call(sess, fetches, feed_dict)``: through sess.run or a make_callable."""
+    def via_run(sess, fetches, feeds=None):
+        return sess.run(fetches, feeds)
+
+    def via_callable(sess, fetches, feeds=None):
+        feeds = feeds or {}
+        return sess.make_callable(fetches, list(feeds))(*feeds.values())
+    return via_run if request.param == "run" else via_callable
+
+
+def _session(scope, threads):
+    return gf.Session(scope.graph, gf.SessionConfig(inter_op_threads=threads))
+
+
+def _assert_executor(sess, threads):
+    """The plans ran on the executor the test asked for."""
+    assert sess._plans and all(p.parallel == (threads > 1) for p in sess._plans.values())
+
+
+def _frozen(*arrays):
+    """Copies to compare with afterwards."""
+    return [a.copy() for a in arrays]
+
+
+def _twin(scope, x):
+    """A second heavy branch beside ``x``'s consumer, so the plan can be parallel."""
+    return scope.neg(scope.mul(x, 3.0))
+
+
+def test_forwarding_happens_when_no_one_sees_the_input(scope, threads, call):
+    p = scope.placeholder(gf.float64, shape=[N])
+    x = scope.mul(p, 2.0)  # fresh, read once: forwarded
+    y = scope.tensor_scatter_update(x, IDX, UPD)
+    base = np.arange(N, dtype=np.float64)
+    with _session(scope, threads) as sess:
+        got, twin = call(sess, [y, _twin(scope, p)], {p: base})
+        _assert_executor(sess, threads)
+        assert sess.stats.forwarded == 1
+    np.testing.assert_array_equal(got, _ref_update(base * 2))
+    np.testing.assert_array_equal(twin, -base * 3)
+
+
+def test_fetched_input_of_a_forwardable_node_is_not_overwritten(scope, threads, call):
+    p = scope.placeholder(gf.float64, shape=[N])
+    x = scope.mul(p, 2.0)
+    y = scope.tensor_scatter_add(x, IDX, UPD)
+    base = np.arange(N, dtype=np.float64)
+    with _session(scope, threads) as sess:
+        got_x, got_y, _ = call(sess, [x, y, _twin(scope, p)], {p: base})
+        _assert_executor(sess, threads)
+        assert sess.stats.forwarded == 0
+    np.testing.assert_array_equal(got_x, base * 2)
+    np.testing.assert_array_equal(got_y, _ref_add(base * 2))
+    assert not np.shares_memory(got_x, got_y)
+
+
+def test_input_read_by_two_scatters_is_copied_for_both(scope, threads, call):
+    p = scope.placeholder(gf.float64, shape=[N])
+    x = scope.mul(p, 2.0)
+    a = scope.tensor_scatter_update(x, IDX, UPD)
+    b = scope.tensor_scatter_max(x, IDX, -UPD)
+    base = np.arange(N, dtype=np.float64)
+    with _session(scope, threads) as sess:
+        got_a, got_b = call(sess, [a, b], {p: base})
+        _assert_executor(sess, threads)
+        assert sess.stats.forwarded == 0
+    np.testing.assert_array_equal(got_a, _ref_update(base * 2))
+    np.testing.assert_array_equal(got_b, base * 2)  # max with smaller values: unchanged
+
+
+def test_same_array_fed_to_two_placeholders(scope, threads, call):
+    p = scope.placeholder(gf.float64, shape=[N])
+    q = scope.placeholder(gf.float64, shape=[N])
+    a = scope.tensor_scatter_update(p, IDX, UPD)
+    b = scope.tensor_scatter_sub(scope.identity(q), IDX, UPD)
+    shared = np.arange(N, dtype=np.float64)
+    (before,) = _frozen(shared)
+    with _session(scope, threads) as sess:
+        got_a, got_b, got_p = call(sess, [a, b, scope.identity(p)], {p: shared, q: shared})
+        _assert_executor(sess, threads)
+        assert sess.stats.forwarded == 0
+    np.testing.assert_array_equal(shared, before)
+    assert shared.flags.writeable  # the caller's array keeps its flags
+    np.testing.assert_array_equal(got_a, _ref_update(before))
+    np.testing.assert_array_equal(got_b, _ref_add(before, upd=-UPD))
+    np.testing.assert_array_equal(got_p, before)
+    assert not np.shares_memory(got_p, shared)  # a fetched feed is the caller's own copy
+
+
+def test_fetched_result_fed_back_is_not_modified(scope, threads, call):
+    p = scope.placeholder(gf.float64, shape=[N])
+    x = scope.mul(p, 2.0)
+    y = scope.tensor_scatter_add(x, IDX, UPD)
+    twin = _twin(scope, p)
+    with _session(scope, threads) as sess:
+        first, _ = call(sess, [y, twin], {p: np.ones(N)})
+        (kept,) = _frozen(first)
+        again, _ = call(sess, [y, twin], {p: first})      # as a placeholder's feed
+        np.testing.assert_array_equal(first, kept)
+        np.testing.assert_array_equal(again, _ref_add(kept * 2))
+        fed_x, _ = call(sess, [y, twin], {p: first, x: first})  # as the forwardable input
+        _assert_executor(sess, threads)
+    np.testing.assert_array_equal(first, kept)
+    np.testing.assert_array_equal(fed_x, _ref_add(kept))
+    assert not np.shares_memory(fed_x, first)
+
+
+def test_chain_with_fetched_intermediate(scope, threads, call):
+    p = scope.placeholder(gf.float64, shape=[N])
+    t0 = scope.mul(p, 1.0)
+    t1 = scope.tensor_scatter_update(t0, IDX, UPD)       # forwards t0
+    t2 = scope.tensor_scatter_add(t1, IDX, UPD)          # t1 is fetched: copies
+    t3 = scope.tensor_scatter_max(t2, IDX, 4 * UPD)      # forwards t2
+    t4 = scope.tensor_scatter_min(t3, IDX, UPD)          # t3 fetched: copies
+    base = np.zeros(N)
+    with _session(scope, threads) as sess:
+        g1, g3, g4, _ = call(sess, [t1, t3, t4, _twin(scope, p)], {p: base})
+        _assert_executor(sess, threads)
+        assert sess.stats.forwarded == 2
+    r1 = _ref_update(base)
+    r2 = _ref_add(r1)
+    r3 = r2.copy()
+    r3[IDX[:, 0]] = np.maximum(r3[IDX[:, 0]], 4 * UPD)
+    r4 = r3.copy()
+    r4[IDX[:, 0]] = np.minimum(r4[IDX[:, 0]], UPD)
+    np.testing.assert_array_equal(g1, r1)
+    np.testing.assert_array_equal(g3, r3)
+    np.testing.assert_array_equal(g4, r4)
+    assert not any(np.shares_memory(a, b) for a, b in [(g1, g3), (g1, g4), (g3, g4)])
+
+
+def test_constant_through_identity_then_scattered(scope, threads, call):
+    values = np.arange(N, dtype=np.float64)
+    c = scope.constant(values)
+    y = scope.tensor_scatter_update(scope.identity(c), IDX, UPD)
+    z = scope.tensor_scatter_add(scope.identity(scope.identity(c)), IDX, UPD)
+    with _session(scope, threads) as sess:
+        for _ in range(3):  # a constant modified by one run would show in the next
+            got_y, got_z, got_c = call(sess, [y, z, c])
+            _assert_executor(sess, threads)
+            np.testing.assert_array_equal(got_y, _ref_update(values))
+            np.testing.assert_array_equal(got_z, _ref_add(values))
+            np.testing.assert_array_equal(got_c, values)
+        assert sess.stats.forwarded == 0
+    np.testing.assert_array_equal(c.op.attrs["value"], values)
+
+
+def test_mutating_fetched_results_does_not_change_later_runs(scope, threads, call):
+    """Every kind of fetched value is the caller's own: writeable, and not shared with
+    a constant, a feed, a kernel's cache or the next run."""
+    p = scope.placeholder(gf.float64, shape=[N])
+    c = scope.constant(np.arange(N, dtype=np.float64))
+    x = scope.add(p, c)
+    fetches = {
+        "const": c, "const_identity": scope.identity(c), "feed_identity": scope.identity(p),
+        "reshaped": scope.reshape(p, [N // 2, 2]), "fresh": x,
+        "forwarded": scope.tensor_scatter_update(scope.mul(x, 2.0), IDX, UPD),
+        "gathered": scope.gather_nd(x, IDX), "scattered": scope.scatter_nd(IDX, UPD, [N]),
+        "parts": scope.dynamic_partition(x, scope.cast(scope.less(p, 0.5), gf.int32), 2),
+        "stitched": scope.dynamic_stitch([np.arange(N)], [x]),
+        "shape": scope.shape(x), "range": scope.range(0, 8, 1), "filled": scope.fill([4], 1.5),
+        "zeros": scope.zeros_like(x),
+    }
+    feed = np.linspace(0.0, 1.0, N)
+    with _session(scope, threads) as sess:
+        first = call(sess, fetches, {p: feed})
+        _assert_executor(sess, threads)
+        expected = {k: [a.copy() for a in v] if isinstance(v, list) else v.copy()
+                    for k, v in first.items()}
+        for name, value in first.items():
+            for array in value if isinstance(value, list) else [value]:
+                assert array.flags.writeable, name
+                array[...] = 7  # the caller may do what it likes with its results
+        second = call(sess, fetches, {p: feed})
+        _assert_executor(sess, threads)
+    np.testing.assert_array_equal(feed, np.linspace(0.0, 1.0, N))
+    for name, want in expected.items():
+        got = second[name]
+        for g, w in zip(got if isinstance(got, list) else [got],
+                        want if isinstance(want, list) else [want]):
+            np.testing.assert_array_equal(g, w, err_msg=name)
