@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Callable, Sequence, TypeVar
+
+T = TypeVar("T")
 
 #: Elements moved below which one call stays on one thread.
 MIN_PARALLEL_ELEMENTS = 1 << 20
@@ -40,3 +42,13 @@ def run_in_chunks(fn: Callable[[int, int], None], n: int, elements: int) -> None
     futures = [_shared_pool().submit(fn, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
     for f in futures:
         f.result()
+
+
+def run_each(calls: Sequence[Callable[[], T]], elements: int) -> list[T]:
+    """The results of ``calls``, in order: one after another when the work (``elements``
+    moved in all) is small or there is one core, else concurrently on the shared pool.
+    The calls must write disjoint memory; the first exception is re-raised."""
+    if len(calls) < 2 or _WORKERS < 2 or elements < MIN_PARALLEL_ELEMENTS:
+        return [call() for call in calls]
+    futures = [_shared_pool().submit(call) for call in calls]
+    return [f.result() for f in futures]

@@ -17,6 +17,7 @@ validates them; string tensors stay on the CPU.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from graphflow.registry import IntAttr, TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
 
 from . import gpu_index
+from .intra_op import run_each
 
 GPU_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
 
@@ -113,8 +115,9 @@ def _dynamic_partition(ctx, data, partitions):
     rows = _partition_rows(ctx, data, partitions)
     if k == 1:
         return [rows.copy()]
-    if k <= COMPRESS_MAX_PARTITIONS:
-        return [np.compress(ids == i, rows, axis=0) for i in range(k)]
+    if k <= COMPRESS_MAX_PARTITIONS:  # one compression per partition, over the cores
+        return run_each([partial(_compress_partition, rows, ids, i) for i in range(k)],
+                        k * (rows.size + ids.size))
     return _partition_by_sort(rows, ids, k)
 
 
@@ -137,6 +140,10 @@ def _dynamic_partition_gpu(ctx, data, partitions):
         return [rows.copy()]
     ordered = rows[gpu_index.stable_argsort(xp, ids)]
     return xp.split(ordered, np.cumsum(sizes[:k - 1]).tolist())
+
+
+def _compress_partition(rows: np.ndarray, ids: np.ndarray, i: int) -> np.ndarray:
+    return np.compress(ids == i, rows, axis=0)
 
 
 def _check_partition_ids(ids: np.ndarray, shape: tuple, k: int) -> None:
