@@ -77,7 +77,7 @@ def plot(rows: list[dict], path: pathlib.Path) -> bool:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("(matplotlib is not installed: no plot; pip install matplotlib)", file=sys.stderr)
+        print("(matplotlib is not installed: no plot; pip install '.[bench]')", file=sys.stderr)
         return False
     fig, ax = plt.subplots(figsize=(10, 0.45 * len(rows) + 1.5))
     labels = [f"{r['workload']} {r['name']}" for r in rows]
