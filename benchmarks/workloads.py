@@ -154,7 +154,40 @@ def w3_tensor_scatter(scale: float) -> list[Case]:
         cases.append(Case("W3", f"{op_name} [{n}] <- {m}, copied (fed)",
                           lambda f2=f2: f2(tensor, idx[:, None], upd), base_copy,
                           "copy + w[i] (op)= u", nbytes=8 * n + 12 * m, random_accesses=m))
+    cases.append(_w3_chain(n, m, idx, upd))
     return cases
+
+
+def _w3_chain(n: int, m: int, idx: np.ndarray, upd: np.ndarray) -> Case:
+    """Fill, then TensorScatterUpdate/Add/Sub/Max/Min in a chain: every scatter writes
+    into the buffer of the one before, so the peak stays at one tensor."""
+    g = gf.Graph()
+    s = gf.Scope(g)
+    pi = s.placeholder(gf.int64, shape=[m, 1])
+    pu = s.placeholder(gf.float32, shape=[m])
+    chain = ("tensor_scatter_update", "tensor_scatter_add", "tensor_scatter_sub",
+             "tensor_scatter_max", "tensor_scatter_min")
+    out = s.fill(np.array([n], np.int64), np.float32(1.5))
+    for op_name in chain:
+        out = getattr(s, op_name)(out, pi, pu)
+    sess = _session(g)
+    f = sess.make_callable(out, [pi, pu])
+
+    def base():
+        w = np.full(n, 1.5, np.float32)
+        w[idx] = upd
+        w[idx] += upd
+        w[idx] -= upd
+        w[idx] = np.maximum(w[idx], upd)
+        w[idx] = np.minimum(w[idx], upd)
+        return w
+    np.testing.assert_array_equal(f(idx[:, None], upd), base())
+    before = sess.stats.forwarded
+    f(idx[:, None], upd)
+    assert sess.stats.forwarded == before + len(chain), "a buffer of the chain was copied"
+    return Case("W3", f"chain of {len(chain)} TensorScatter* [{n}] <- {m}, forwarded",
+                lambda: f(idx[:, None], upd), base, "full + 5 in-place w[i] (op)= u",
+                nbytes=4 * n + len(chain) * 12 * m, random_accesses=len(chain) * m)
 
 
 def w4_gather_nd(scale: float) -> list[Case]:

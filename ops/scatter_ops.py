@@ -376,8 +376,8 @@ def scatter_into(out: np.ndarray, offsets: np.ndarray, updates: np.ndarray, op: 
     if slice_size > 1:
         offsets = (offsets[:, None] * slice_size + np.arange(slice_size)).reshape(-1)
     flat, values = out.reshape(-1), updates.reshape(-1)
-    if nan_neutral is not None and out.dtype.kind == "f":
-        _min_max_at(ufunc, flat, offsets, values)
+    if nan_neutral is not None and out.dtype.kind == "f" and not values.all():
+        _min_max_at(ufunc, flat, offsets, values)  # a zero update can tie 0.0 with -0.0
     else:
         ufunc.at(flat, offsets, values)
 
