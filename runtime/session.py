@@ -49,6 +49,9 @@ class SessionConfig:
             object.__setattr__(self, "memory_limit_bytes", _physical_memory())
         if self.inter_op_threads < 1:
             raise InvalidArgumentError(f"inter_op_threads must be >= 1, got {self.inter_op_threads}")
+        if self.memory_limit_bytes is not None and self.memory_limit_bytes < 0:
+            raise InvalidArgumentError(
+                f"memory_limit_bytes must be >= 0, got {self.memory_limit_bytes}")
 
 
 def _physical_memory() -> int | None:

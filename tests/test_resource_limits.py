@@ -236,3 +236,9 @@ def test_numpy_allocation_failure_becomes_resource_exhausted(scope):
         with pytest.raises(ResourceExhaustedError, match=r"array is too big.* \[node raw\]"):
             sess.run(out, {n: np.int64(2 ** 62)})  # past an int64 byte count: numpy refuses
         assert sess.run(out, {n: np.int64(3)}).shape == (3,)
+
+
+@pytest.mark.parametrize("field, value", [("memory_limit_bytes", -1), ("inter_op_threads", 0)])
+def test_session_config_rejects_negative_limits(field, value):
+    with pytest.raises(gf.errors.InvalidArgumentError, match=f"{field} must be >= "):
+        gf.SessionConfig(**{field: value})
