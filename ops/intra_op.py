@@ -17,6 +17,10 @@ T = TypeVar("T")
 #: Elements moved below which one call stays on one thread.
 MIN_PARALLEL_ELEMENTS = 1 << 20
 
+#: The same for a scatter to random places, where each element costs a cache miss
+#: (1M float32 into 10M on 2 cores: 5.7 ms on one thread, 4.5 ms on two).
+MIN_PARALLEL_SCATTER = 1 << 18
+
 _WORKERS = max(1, min(4, os.cpu_count() or 1))
 _pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()
@@ -30,12 +34,14 @@ def _shared_pool() -> ThreadPoolExecutor:
         return _pool
 
 
-def run_in_chunks(fn: Callable[[int, int], None], n: int, elements: int) -> None:
+def run_in_chunks(fn: Callable[[int, int], None], n: int, elements: int,
+                  min_elements: int = MIN_PARALLEL_ELEMENTS) -> None:
     """Call ``fn(start, stop)`` over ``[0, n)``: once when the work (``elements`` moved)
-    is small or there is one core, else in one chunk per core, concurrently.
-    The chunks must write disjoint memory; the first exception is re-raised."""
+    is below ``min_elements`` or there is one core, else in one chunk per core,
+    concurrently. The chunks must write disjoint memory; the first exception is
+    re-raised."""
     chunks = min(_WORKERS, n)
-    if chunks < 2 or elements < MIN_PARALLEL_ELEMENTS:
+    if chunks < 2 or elements < min_elements:
         fn(0, n)
         return
     bounds = [n * k // chunks for k in range(chunks + 1)]

@@ -38,7 +38,7 @@ from graphflow.registry import IntAttr, StringAttr, TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
 
 from . import gpu_index
-from .intra_op import run_in_chunks
+from .intra_op import MIN_PARALLEL_SCATTER, run_in_chunks
 
 BAD_INDICES_POLICIES = ("", "DEFAULT", "ERROR", "IGNORE")
 KERNEL_INDEX_TYPES = (int32, int64)
@@ -396,7 +396,7 @@ def _assign(out: np.ndarray, offsets: np.ndarray, rows: np.ndarray, unique: bool
 
     def assign(start: int, stop: int) -> None:
         target[offsets[start:stop]] = rows[start:stop]
-    run_in_chunks(assign, len(offsets), rows.size)
+    run_in_chunks(assign, len(offsets), rows.size, MIN_PARALLEL_SCATTER)
 
 
 def _min_max_at(ufunc, flat: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> None:
