@@ -26,6 +26,7 @@ checked at build time already.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, Sequence
 
@@ -401,13 +402,26 @@ def _assign(out: np.ndarray, offsets: np.ndarray, rows: np.ndarray, unique: bool
 
 def _min_max_at(ufunc, flat: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> None:
     """``ufunc.at`` for float min/max with Eigen's tie rule: of equal values (0.0 and
-    -0.0) the earliest of (current, update 1, update 2, ...) stays, where numpy's
-    minimum/maximum return the later. Updates run in reverse order, so among updates
-    the earliest wins; where the result equals the current value, the current stays."""
+    -0.0) the earliest of (current, update 1, update 2, ...) stays. Where numpy keeps
+    the first of two equal values (float16), that is ``ufunc.at`` in order. Where it
+    returns the later (float32/64), updates run in reverse order, so among updates the
+    earliest wins; where the result equals the current value, the current stays."""
+    if _at_keeps_ties(ufunc, flat.dtype):
+        ufunc.at(flat, offsets, values)
+        return
     before = flat[offsets]
     ufunc.at(flat, offsets[::-1], values[::-1])
     after = flat[offsets]
     flat[offsets] = np.where(after == before, before, after)
+
+
+@functools.cache
+def _at_keeps_ties(ufunc, dtype: np.dtype) -> bool:
+    """Whether ``ufunc.at`` keeps the current value when an update equals it: asked of
+    numpy once per (ufunc, dtype), as it differs by dtype (float16 keeps it)."""
+    out = np.zeros(1, dtype)
+    ufunc.at(out, np.zeros(1, np.intp), np.array([-0.0], dtype))
+    return not np.signbit(out[0])
 
 
 def _scatter(ctx, out_shape: tuple, indices: np.ndarray, updates: np.ndarray, op: str,
