@@ -229,8 +229,9 @@ class Plan:
             steps = self.steps
             k = 0
             try:
-                for k, run in enumerate(runs):
-                    run(slots)
+                with np.errstate(all="ignore"):  # inf and NaN results come silently, as in TF
+                    for k, run in enumerate(runs):
+                        run(slots)
             except (KeyboardInterrupt, SystemExit):
                 raise
             except Exception as e:  # noqa: BLE001 - re-raised with node context
@@ -265,7 +266,8 @@ class Plan:
                 done.put((k, _SKIPPED))
                 return
             try:
-                runs[k](slots)
+                with np.errstate(all="ignore"):  # per thread: as in run()
+                    runs[k](slots)
                 done.put((k, None))
             except BaseException as e:  # noqa: BLE001 - reported by the coordinator
                 stop.set()
