@@ -8,8 +8,9 @@ import numpy as np
 
 from graphflow.dtypes import ALL_TYPES, COMPLEX_TYPES, FLOAT_TYPES, NUMBER_TYPES, \
     REAL_NUMBER_TYPES, string
+from graphflow.errors import InvalidArgumentError
 from graphflow.registry import TypeAttr, register_op
-from graphflow.shapes import TensorShape
+from graphflow.shapes import TensorShape, debug_string
 
 SIGNED_NUMBER_TYPES = tuple(t for t in NUMBER_TYPES if not t.is_unsigned)
 
@@ -53,8 +54,17 @@ def _binary(name: str, fn, types, doc: str, out: str = "T", aliases=()):
         # limit needs the exact (slower) check
         if x.shape != y.shape and x.size * y.size * x.itemsize > (ctx.memory_limit or 0):
             check_broadcast(ctx, out_dtype or x.dtype, x, y)
-        return _fn(x, y)  # numpy ufuncs dispatch to cupy for device arrays
+        try:
+            return _fn(x, y)  # numpy ufuncs dispatch to cupy for device arrays
+        except ValueError:  # numpy's (and cupy's) word for shapes that do not broadcast
+            raise incompatible_shapes(x, y) from None
     return op
+
+
+def incompatible_shapes(x, y) -> InvalidArgumentError:
+    """TensorFlow's error for operands whose shapes do not broadcast."""
+    return InvalidArgumentError(f"Incompatible shapes: {debug_string(x.shape)} vs. "
+                                f"{debug_string(y.shape)}")
 
 
 def check_broadcast(ctx, dtype, *arrays) -> None:
@@ -122,7 +132,10 @@ def _logical(name: str, fn, doc: str):
     @op.kernel("cpu")
     @op.kernel("gpu")
     def _kernel(ctx, x, y, _fn=fn):
-        return _fn(x, y)
+        try:
+            return _fn(x, y)
+        except ValueError:
+            raise incompatible_shapes(x, y) from None
     return op
 
 

@@ -3,8 +3,13 @@ Each names the bug it pins down; the fuzzer's own spec form is used where a grap
 several nodes is the point."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
+
+import graphflow as gf
+from graphflow.errors import InvalidArgumentError, OpError
 
 import ref_scatter
 
@@ -23,3 +28,35 @@ def test_tensor_scatter_min_max_signed_zero_ties_between_updates(scope, run, dty
     want = ref_scatter.scatter(tensor, indices, updates, op)
     assert np.signbit(want[0]) == np.signbit(updates[0])
     assert got.dtype == want.dtype and np.signbit(got[0]) == np.signbit(want[0]), (got, want)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "maximum", "equal", "logical_and"])
+def test_elementwise_incompatible_shapes_at_run_time(scope, op):
+    """Shapes that do not broadcast, known only at run time, give TensorFlow's
+    "Incompatible shapes" InvalidArgumentError; the kernel let numpy's ValueError
+    ("operands could not be broadcast together") escape into the executor."""
+    dtype = gf.bool if op == "logical_and" else gf.float32
+    x = scope.placeholder(dtype, shape=None)
+    out = getattr(scope, op)(x, np.zeros((1, 1, 0), dtype.as_numpy_dtype))
+    with gf.Session(scope.graph) as sess:
+        with pytest.raises(InvalidArgumentError) as info:
+            sess.run(out, {x: np.zeros(2, dtype.as_numpy_dtype)})
+    assert info.value.message == "Incompatible shapes: [2] vs. [1,1,0]"
+    assert info.value.node_name == out.op.name
+    assert isinstance(info.value.__cause__, OpError)  # raised by the kernel, not by numpy
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_inf_and_nan_results_come_without_numpy_warnings(scope, threads):
+    """inf * 0, inf - inf and overflows give NaN and inf silently, as TensorFlow's kernels;
+    the element-wise kernels let numpy's RuntimeWarnings out (an InternalError where
+    warnings are errors). Two heavy (unknown-shape) nodes make the run parallel."""
+    x = scope.placeholder(gf.float32, shape=[None])
+    outs = [scope.mul(x, np.float32(0)), scope.sub(x, x), scope.add(x, x)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with gf.Session(scope.graph, gf.SessionConfig(inter_op_threads=threads)) as sess:
+            got = sess.run(outs, {x: np.array([np.inf, 3e38], np.float32)})
+    np.testing.assert_array_equal(got[0], [np.nan, 0])
+    np.testing.assert_array_equal(got[1], [np.nan, 0])
+    np.testing.assert_array_equal(got[2], [np.inf, np.inf])
