@@ -61,4 +61,6 @@ def _partitioned_select(ctx, data, selector, scalars):
         out = _branch(ctx, programs[0], data, scalars)
         for p in range(1, k):
             out = xp.where(selector == p, _branch(ctx, programs[p], data, scalars), out)
-        return out
+        # the stitch it replaces gives a fresh array, which later kernels may write into:
+        # one partition and no arithmetic would hand out the input buffer itself
+        return out.copy() if out is data else out

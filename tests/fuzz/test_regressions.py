@@ -60,3 +60,19 @@ def test_inf_and_nan_results_come_without_numpy_warnings(scope, threads):
     np.testing.assert_array_equal(got[0], [np.nan, 0])
     np.testing.assert_array_equal(got[1], [np.nan, 0])
     np.testing.assert_array_equal(got[2], [np.inf, np.inf])
+
+
+@pytest.mark.parametrize("optimize", [False, True])
+def test_fused_single_partition_pipeline_gives_a_fresh_array(scope, optimize):
+    """partition -> stitch with one partition and no element-wise op, rewritten by the
+    optimizer into _PartitionedSelect, returned its input buffer itself, yet counted
+    as a fresh output: a TensorScatterUpdate downstream wrote into it in place and so
+    changed x, which is fetched too."""
+    x = scope.cast(np.array([1.0, 2.0, 3.0], np.float32), gf.float32)  # a kernel's buffer
+    ids = scope.constant(np.zeros(3, np.int32))
+    rows = scope.dynamic_partition(scope.range(0, scope.size(x), 1), ids, num_partitions=1)
+    y = scope.dynamic_stitch(rows, scope.dynamic_partition(x, ids, num_partitions=1))
+    z = scope.tensor_scatter_update(y, [[0]], np.array([9.0], np.float32))
+    with gf.Session(scope.graph, gf.SessionConfig(optimize=optimize)) as sess:
+        got_x, got_z = sess.run([x, z])
+    assert got_x.tolist() == [1.0, 2.0, 3.0] and got_z.tolist() == [9.0, 2.0, 3.0]
