@@ -79,7 +79,7 @@ class Plan:
         ops = _needed_ops(fetches, fed, {})
         subst: dict[Output, Output] = {}
         if config.optimize:
-            subst = rewrite(ops)
+            subst = rewrite(ops, fed)
             if subst:
                 fetches = [subst.get(f, f) if isinstance(f, Output) else f for f in fetches]
                 ops = _needed_ops(fetches, fed, subst)

@@ -14,6 +14,8 @@ compactions and a scatter. With p = Cast(mask), the mask is used directly.
 """
 from __future__ import annotations
 
+from typing import Collection
+
 import graphflow.ops.fused_ops  # noqa: F401  (registers _PartitionedSelect)
 from graphflow.dtypes import bool_
 from graphflow.graph import Operation, Output
@@ -25,18 +27,19 @@ _BINARY = {"Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"}
 _STITCHES = {"DynamicStitch", "ParallelDynamicStitch"}
 
 
-def rewrite(ops: list[Operation]) -> dict[Output, Output]:
-    """Substitutes for the outputs of ``ops`` that a rewrite can compute faster."""
+def rewrite(ops: list[Operation], fed: Collection[Output] = ()) -> dict[Output, Output]:
+    """Substitutes for the outputs of ``ops`` that a rewrite can compute faster. A feed
+    replaces any output: a pattern with a fed output inside is left as it is."""
     subst: dict[Output, Output] = {}
     for op in ops:
         if op.type in _STITCHES:
-            fused = _fuse_partition_stitch(op)
+            fused = _fuse_partition_stitch(op, fed)
             if fused is not None:
                 subst[op.outputs[0]] = fused.outputs[0]
     return subst
 
 
-def _fuse_partition_stitch(stitch: Operation) -> Operation | None:
+def _fuse_partition_stitch(stitch: Operation, fed: Collection[Output]) -> Operation | None:
     indices, data = stitch.grouped_inputs()
     rows = indices[0].op
     if rows.type != "DynamicPartition" or stitch.control_inputs or rows.control_inputs:
@@ -51,6 +54,7 @@ def _fuse_partition_stitch(stitch: Operation) -> Operation | None:
     programs: list = [None] * k
     scalars: list[Output] = []
     parts = None
+    inner: list[Output] = list(indices)  # what the fused op does not compute
     for j, value in enumerate(data):
         chain = []
         while value.op.type != "DynamicPartition":
@@ -58,7 +62,9 @@ def _fuse_partition_stitch(stitch: Operation) -> Operation | None:
             if step is None:
                 return None
             chain.append(step[:3])
+            inner.append(value)
             value = step[3]
+        inner.append(value)
         if (parts is not None and value.op is not parts) or value.index != order[j]:
             return None
         parts = value.op
@@ -68,8 +74,11 @@ def _fuse_partition_stitch(stitch: Operation) -> Operation | None:
             or parts.control_inputs or x.shape.rank != 1 or partitions.shape.rank != 1 \
             or any(s.dtype != x.dtype for s in scalars) or not _is_row_range(rows.inputs[0], x):
         return None
+    if any(o in fed for o in (*inner, rows.inputs[0], *rows.inputs[0].op.inputs)):
+        return None
     selector = partitions
-    if partitions.op.type == "Cast" and partitions.op.inputs[0].dtype == bool_ and k >= 2:
+    if partitions.op.type == "Cast" and partitions.op.inputs[0].dtype == bool_ and k >= 2 \
+            and partitions not in fed:
         selector = partitions.op.inputs[0]
     definition = op_def("_PartitionedSelect")
     attrs = {"T": x.dtype, "Tsel": selector.dtype, "M": len(scalars), "num_partitions": k,

@@ -76,3 +76,24 @@ def test_fused_single_partition_pipeline_gives_a_fresh_array(scope, optimize):
     with gf.Session(scope.graph, gf.SessionConfig(optimize=optimize)) as sess:
         got_x, got_z = sess.run([x, z])
     assert got_x.tolist() == [1.0, 2.0, 3.0] and got_z.tolist() == [9.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("fed", ["parts[1]", "parts[1] + 1", "rows[0]", "mask cast"])
+def test_optimizer_respects_feeds_inside_the_partition_stitch_pattern(scope, fed):
+    """A feed replaces any output, also one inside the partition -> stitch pattern; the
+    optimizer fused the pattern anyway and computed from x, ignoring the feed."""
+    x = scope.placeholder(gf.float32, shape=[None])
+    ids = scope.cast(scope.not_equal(x, np.float32(-1)), gf.int32)
+    parts = scope.dynamic_partition(x, ids, num_partitions=2)
+    plus_one = scope.add(parts[1], np.float32(1))
+    rows = scope.dynamic_partition(scope.range(0, scope.size(x), 1), ids, num_partitions=2)
+    y = scope.dynamic_stitch(rows, [parts[0], plus_one])
+    target, value = {"parts[1]": (parts[1], [10.0, 20.0]), "parts[1] + 1": (plus_one, [10.0, 20.0]),
+                     "rows[0]": (rows[0], [2]), "mask cast": (ids, [1, 1, 0])}[fed]
+    feeds = {x: np.array([0.5, -1.0, 2.5], np.float32),
+             target: np.array(value, target.dtype.as_numpy_dtype)}
+    results = []
+    for optimize in (False, True):
+        with gf.Session(scope.graph, gf.SessionConfig(optimize=optimize)) as sess:
+            results.append(sess.run(y, feeds).tolist())
+    assert results[1] == results[0]
