@@ -1,6 +1,5 @@
-"""Regression tests for the discrepancies the differential fuzzer found, minimized.
-Each names the bug it pins down; the fuzzer's own spec form is used where a graph of
-several nodes is the point."""
+"""Regression tests for the discrepancies the differential fuzzer found, minimized;
+each docstring says what was wrong."""
 from __future__ import annotations
 
 import warnings
