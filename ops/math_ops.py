@@ -16,16 +16,17 @@ SIGNED_NUMBER_TYPES = tuple(t for t in NUMBER_TYPES if not t.is_unsigned)
 
 
 def broadcast_shapes(ctx, *names: str) -> TensorShape:
-    """The broadcast of the named inputs' shapes; an InvalidArgumentError if impossible."""
-    result = ctx.shape(names[0])
-    for name in names[1:]:
-        other = ctx.shape(name)
+    """The broadcast of the named inputs' shapes; an InvalidArgumentError if impossible.
+    Shapes of known rank go first, so that an unknown one cannot hide their conflict."""
+    shapes = sorted((ctx.shape(name) for name in names), key=lambda s: s.rank is None)
+    result = shapes[0]
+    for other in shapes[1:]:
         try:
             result = result.broadcast_with(other)
         except ValueError:
             a, b = _first_conflict(result, other)
             raise ctx.error(f"Dimensions must be equal, but are {a} and {b}: incompatible shapes "
-                            f"{ctx.shape(names[0])} vs. {other}") from None
+                            f"{result} vs. {other}") from None
     return result
 
 
@@ -173,6 +174,11 @@ def _select(ctx, condition, t, e):
     if not condition.shape == t.shape == e.shape and \
             condition.size * t.size * e.size * t.itemsize > (ctx.memory_limit or 0):
         check_broadcast(ctx, t.dtype, condition, t, e)
-    return ctx.xp.where(condition, t, e)
+    try:
+        return ctx.xp.where(condition, t, e)
+    except ValueError:  # shapes that do not broadcast
+        raise InvalidArgumentError(
+            f"condition {debug_string(condition.shape)}, then {debug_string(t.shape)}, and "
+            f"else {debug_string(e.shape)} must be broadcastable") from None
 
 

@@ -70,6 +70,20 @@ def test_impossible_broadcast_fails_at_build_time(scope, a, b):
     assert info.value.node_name == "Add" and "input shapes" in str(info.value)
 
 
+def test_select_shapes_that_do_not_broadcast(scope, run):
+    """A condition of unknown rank does not hide t and e's conflict at build time; at
+    run time the error is SelectV2's own."""
+    cond = scope.placeholder(gf.bool)
+    with pytest.raises(InvalidArgumentError, match="but are 2 and 3") as info:
+        scope.select_v2(cond, np.zeros(2, np.float32), np.zeros(3, np.float32))
+    assert info.value.node_name == "SelectV2"
+    t = scope.placeholder(gf.float32)
+    out = scope.select_v2(cond, t, np.zeros(3, np.float32))
+    with pytest.raises(InvalidArgumentError, match=r"condition \[2\], then \[2\], and else "
+                                                   r"\[3\] must be broadcastable \[node SelectV2_1\]"):
+        run(out, {cond: np.ones(2, bool), t: np.ones(2, np.float32)})
+
+
 def test_partial_and_unknown_shapes_broadcast(scope):
     x = scope.placeholder(gf.float32, shape=[None, 3])
     assert scope.add(x, np.ones((2, 1, 1), np.float32)).shape == gf.TensorShape([2, None, 3])
