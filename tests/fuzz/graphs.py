@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 import graphflow as gf
 
-from .spec import GraphSpec, Node, Ref, evaluate_node
+from .reference import Undefined
+from .spec import GraphSpec, Node, Ref, evaluate, evaluate_node
 
 STRING = np.dtype(object)
 FLOATS = [np.dtype(t) for t in (np.float32, np.float64, np.float16)]
@@ -390,7 +391,23 @@ def graph_specs(draw: Callable, max_ops: int = 8) -> GraphSpec:
     fed = {r: _shuffled(rng, g.value(r)) for r in g.outcomes if g.value(r) is not None
            and g.nodes[r.node].op not in ("Const", "Placeholder") and g.chance(8)}
     second = {k: _second_feed(g, rng, n) for k, n in enumerate(g.nodes) if n.op == "Placeholder"}
-    return GraphSpec(g.nodes, fetches, fed, second)
+    spec = GraphSpec(g.nodes, fetches, fed, second)
+    if not _defined(spec):  # the shuffled values met a Cast (of NaN to int, ...)
+        spec = GraphSpec(g.nodes, fetches, {}, {k: n.value.copy() for k, n in
+                                                enumerate(g.nodes) if n.op == "Placeholder"})
+    return spec
+
+
+def _defined(spec: GraphSpec) -> bool:
+    """Whether the reference defines every value for both feeds, with and without the
+    fed outputs (the first feeds alone are defined: the drawer checked them)."""
+    second = spec.with_second_feeds()
+    try:
+        for s in (spec, second, GraphSpec(second.nodes, second.fetches)):
+            evaluate(s)
+    except Undefined:
+        return False
+    return True
 
 
 def _shuffled(rng: np.random.Generator, value: np.ndarray) -> np.ndarray:

@@ -23,6 +23,11 @@ class RefError(Exception):
     """TensorFlow rejects this input with an InvalidArgumentError."""
 
 
+class Undefined(Exception):
+    """C++ leaves the result undefined (Cast of NaN to an integer): no reference value.
+    The fuzzer draws values without it; a shuffled feed can bring it back."""
+
+
 # -- scatter family and GatherNd ------------------------------------------------------------
 def _check_scatter_shapes(shape: tuple, indices: np.ndarray, updates: np.ndarray) -> None:
     """The shape rules every scatter shares: 1 <= depth <= rank, updates.shape ==
@@ -161,6 +166,9 @@ def cast(x, *, DstT) -> list[np.ndarray]:
         for pos in np.ndindex(*x.shape):
             v = x[pos]
             if np.dtype(dst).kind in "iu" and x.dtype.kind == "f":
+                if not math.isfinite(float(v)) or not \
+                        np.iinfo(dst).min <= math.trunc(float(v)) <= np.iinfo(dst).max:
+                    raise Undefined(f"Cast of {v} to {np.dtype(dst).name}")
                 v = math.trunc(float(v))
             elif np.dtype(dst).kind in "iu" and x.dtype.kind in "iub":
                 v = int(v) % (1 << (8 * np.dtype(dst).itemsize))  # two's complement wrap

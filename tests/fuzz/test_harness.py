@@ -7,10 +7,12 @@ from unittest import mock
 import numpy as np
 import pytest
 
+import graphflow as gf
 from graphflow.kernel_context import KernelContext
 from graphflow.ops import partition_ops, scatter_ops
 
 from .check import check_graph
+from .graphs import _defined
 from .spec import GraphSpec, Node, Ref
 
 #: TensorScatterUpdate(ScatterNd(...) + 0, [[1], [1]], [5, 6]) with duplicate indices,
@@ -48,3 +50,15 @@ def _first_update_wins(out, offsets, updates, op, *args, **kwargs):
 def test_a_broken_graphflow_is_caught(breakage) -> None:
     with breakage, pytest.raises(AssertionError):
         check_graph(SPEC)
+
+
+def test_a_shuffled_feed_that_makes_a_cast_undefined_is_dropped() -> None:
+    """Cast(GatherNd(x, [[0]])) to int32 is defined for the first feed of x, not for its
+    second (NaN first): the reference has no value for it, so graph_specs drops it."""
+    nodes = [Node("Placeholder", value=np.array([1.0, np.nan], np.float32), static_shape=[2]),
+             Node("Const", value=np.array([[0]], np.int32)),
+             Node("GatherNd", (Ref(0), Ref(1)), {"batch_dims": 0, "bad_indices_policy": ""}),
+             Node("Cast", (Ref(2),), {"DstT": gf.int32})]
+    spec = GraphSpec(nodes, [Ref(3)], second_feeds={0: np.array([np.nan, 1.0], np.float32)})
+    assert _defined(GraphSpec(nodes, [Ref(3)], second_feeds={0: nodes[0].value}))
+    assert not _defined(spec)
