@@ -32,11 +32,12 @@ def _combine(op: str, current, new):
 
 
 def scatter(tensor: np.ndarray, indices: np.ndarray, updates: np.ndarray, op: str,
-            policy: str = "") -> np.ndarray:
+            policy: str = "", report_first: bool = False) -> np.ndarray:
     """``tensor`` (copied) with ``updates[i]`` combined into ``out[indices[i]]``, in order.
 
     A bad tuple is skipped; unless ``policy`` is IGNORE, the last bad one is
-    reported afterwards (TensorFlow's CPU loop records each bad one in turn).
+    reported afterwards (TensorFlow's CPU loop records each bad one in turn), or
+    the first one with ``report_first`` (TensorFlow's GPU kernels under "ERROR").
     """
     out = tensor.copy()
     outer = indices.shape[:-1]
@@ -45,7 +46,7 @@ def scatter(tensor: np.ndarray, indices: np.ndarray, updates: np.ndarray, op: st
         for pos in np.ndindex(*outer):
             idx = tuple(int(v) for v in indices[pos])
             if not _in_bounds(idx, out.shape):
-                bad = (pos, idx)
+                bad = bad if report_first and bad is not None else (pos, idx)
                 continue
             out[idx] = _combine(op, out[idx], updates[pos])
     if bad is not None and policy != "IGNORE":
@@ -56,21 +57,22 @@ def scatter(tensor: np.ndarray, indices: np.ndarray, updates: np.ndarray, op: st
 
 
 def scatter_nd(indices: np.ndarray, updates: np.ndarray, shape: tuple,
-               policy: str = "") -> np.ndarray:
+               policy: str = "", report_first: bool = False) -> np.ndarray:
     """zeros(shape) (empty strings for object) plus ``updates`` at ``indices``."""
     if updates.dtype == object:
         zeros = np.empty(shape, dtype=object)
         zeros.fill(b"")
     else:
         zeros = np.zeros(shape, dtype=updates.dtype)
-    return scatter(zeros, indices, updates, "add", policy)
+    return scatter(zeros, indices, updates, "add", policy, report_first)
 
 
 def gather_nd(params: np.ndarray, indices: np.ndarray, batch_dims: int = 0,
-              policy: str = "") -> np.ndarray:
+              policy: str = "", report_first: bool = False) -> np.ndarray:
     """``out[i] = params[i[:batch_dims] + indices[i]]``; zeros for bad tuples under IGNORE.
 
-    Bad tuples are reported as tf.gather_nd does: the last one, at its position
+    Bad tuples are reported as tf.gather_nd does: the last one (the first with
+    ``report_first``, as TensorFlow's GPU kernel under "ERROR"), at its position
     in the indices reshaped to ``[prod(batch), *indices.shape[batch_dims:-1]]``,
     with the batch coordinates prepended to the tuple.
     """
@@ -84,7 +86,7 @@ def gather_nd(params: np.ndarray, indices: np.ndarray, batch_dims: int = 0,
     for pos in np.ndindex(*outer):
         idx = tuple(pos[:b]) + tuple(int(v) for v in indices[pos])
         if not _in_bounds(idx, params.shape):
-            bad = (pos, idx)
+            bad = bad if report_first and bad is not None else (pos, idx)
             continue
         out[pos] = params[idx]
     if bad is not None and policy != "IGNORE":

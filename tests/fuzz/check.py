@@ -10,10 +10,18 @@ reference's values, bit for bit with the same dtype and shape, or, where the
 reference rejects the input, an InvalidArgumentError that names a node the
 reference rejects, after which the session still runs. No feed or constant may
 change, and numpy warnings are errors throughout.
+
+``check_graph(spec, gpu=kind)`` builds the graph on "/gpu:0" and runs it on a CPU + GPU
+session (``tests/gpu_devices.py``: "simulated" or "cuda"), deterministic=True, against
+the reference with TensorFlow's GPU semantics (``reference.run_op``). There, each
+node must also sit where the reference says it runs (strings and nodes without a GPU
+kernel on the CPU, everything else on the GPU), and an error for an out-of-bound
+index must give the reference's message (the first bad tuple).
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +35,9 @@ import graphflow as gf
 from graphflow.errors import InvalidArgumentError, OpError
 from graphflow.runtime import executor
 
+from gpu_devices import gpu_session_devices
+
+from . import reference
 from .spec import Built, Failure, GraphSpec, Ref, build, dtype_of, evaluate
 
 _STITCHES = ("DynamicStitch", "ParallelDynamicStitch")
@@ -48,6 +59,10 @@ CONFIGS = (
               force_parallel=True, use_callable=True),
     RunConfig("default, optimize=False", gf.SessionConfig(optimize=False), concurrent=True),
 )
+#: On a GPU: the same configurations, deterministic (then equal to the CPU bit for bit).
+GPU_CONFIGS = tuple(dataclasses.replace(
+    run, name=f"gpu, {run.name}", config=dataclasses.replace(run.config, deterministic=True))
+    for run in CONFIGS)
 
 
 def _event(name: str) -> None:
@@ -93,6 +108,7 @@ class Case:
     built: Built
     outcomes: dict
     trivial: gf.Output
+    gpu: bool = False
 
     @property
     def feeds(self) -> dict[gf.Output, np.ndarray]:
@@ -138,6 +154,8 @@ def _run_once(sess: gf.Session, case: Case, fetches: list[Ref], run: RunConfig) 
         allowed = _allowed_error_nodes(case, fetches, run.config.optimize)
         assert e.node_name in allowed, f"{where}: error names {e.node_name}, not one of " \
                                        f"{sorted(allowed)}: {e}"
+        if case.gpu:
+            _check_bad_index_message(case, e, where)
         assert sess.run(case.trivial) == 7, f"{where}: session unusable after {e}"
         _event("run: error")
         return
@@ -146,6 +164,45 @@ def _run_once(sess: gf.Session, case: Case, fetches: list[Ref], run: RunConfig) 
     for ref, value in zip(fetches, got):
         assert_same(value, case.outcomes[ref], f"{where}: {ref} = {case.spec.nodes[ref.node]!r}")
     _event("run: values")
+
+
+def _check_bad_index_message(case: Case, e: OpError, where: str) -> None:
+    """An error for an out-of-bound index gives the reference's message: on a GPU
+    (bad_indices_policy="ERROR") the first bad tuple."""
+    k = next((k for k, name in case.built.names.items() if name == e.node_name), None)
+    failure = None if k is None else case.outcomes[Ref(k)]
+    if isinstance(failure, Failure) and failure.own and failure.bad_index:
+        assert failure.reason in str(e), f"{where}: expected {failure.reason!r} in {e}"
+        _event("run: bad index error")
+
+
+def _gpu_events(spec: GraphSpec, outcomes: dict) -> None:
+    """Count the nodes whose GPU semantics differ from the CPU's in this graph."""
+    on_cpu = evaluate(spec)
+    for ref, value in outcomes.items():
+        cpu = on_cpu[ref]
+        if ref.index == 0 and isinstance(cpu, Failure) and cpu.own and cpu.bad_index:
+            _event(f"gpu: bad index {'skipped' if isinstance(value, np.ndarray) else 'raised'}")
+
+
+def _check_placement(sess: gf.Session, built: Built) -> None:
+    """Every node of every plan on the device TensorFlow would use: a string node on the
+    CPU, any other on the GPU exactly when its op has a GPU kernel for its attrs, and
+    the fuzzed ops where the reference runs them (``reference.runs_on_gpu``)."""
+    ours = {out.op for out in built.outputs.values()}
+    for plan in sess._plans.values():
+        for op, device in plan.placement.items():
+            on_gpu = device.device_type == "gpu"
+            where = f"{op.name} ({op.type}) placed on {device.name}"
+            if any(o.dtype.is_string for o in (*op.inputs, *op.outputs)):
+                assert not on_gpu, f"{where}: a string node"
+                continue
+            has_kernel = op.op_def.find_kernel("gpu", dict(op.attrs)) is not None
+            assert on_gpu == has_kernel, f"{where}, GPU kernel: {has_kernel}"
+            if op in ours and op.type not in ("Const", "Placeholder"):
+                dtypes = [np.dtype(i.dtype.as_numpy_dtype) for i in op.inputs]
+                assert on_gpu == reference.runs_on_gpu(op.type, dtypes), \
+                    f"{where}: the reference runs it on the {'GPU' if not on_gpu else 'CPU'}"
 
 
 @contextlib.contextmanager
@@ -159,13 +216,13 @@ def _scheduling(run: RunConfig):
 
 
 # -- the whole check ---------------------------------------------------------------------------
-def _check_build(spec: GraphSpec, built: Built) -> None:
+def _check_build(spec: GraphSpec, built: Built, gpu: bool = False) -> None:
     """A build-time error only where the reference rejects the node (or its inputs),
     and the static dtype and shape of every built output compatible with its value,
     for both sets of placeholder feeds. Shape inference cannot know the feeds of ops'
     outputs (nor does TensorFlow's): the reference here runs without them."""
     for feeds in (spec, spec.with_second_feeds()):
-        outcomes = evaluate(GraphSpec(feeds.nodes, feeds.fetches))
+        outcomes = evaluate(GraphSpec(feeds.nodes, feeds.fetches), gpu)
         for k, err in built.build_errors.items():
             failure = outcomes[Ref(k)]
             assert isinstance(failure, Failure), \
@@ -182,28 +239,35 @@ def _check_build(spec: GraphSpec, built: Built) -> None:
                     f"{what}: static shape {out.shape}, value {value.shape}"
 
 
-def check_graph(spec: GraphSpec) -> None:
-    """Hold graphflow to the reference on ``spec`` (see the module docstring)."""
+def check_graph(spec: GraphSpec, gpu: str | None = None) -> None:
+    """Hold graphflow to the reference on ``spec`` (see the module docstring); ``gpu``:
+    on a GPU of that kind ("simulated", "cuda")."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        _check_graph(spec)
+        _check_graph(spec, gpu)
 
 
-def _check_graph(spec: GraphSpec) -> None:
+def _check_graph(spec: GraphSpec, gpu: str | None = None) -> None:
     originals = {k: n.value.copy() for k, n in enumerate(spec.nodes) if n.value is not None}
     fed_originals = {ref: v.copy() for ref, v in spec.fed.items()}
     scope = gf.Scope(gf.Graph())
     trivial = scope.constant(np.int32(7), name="fuzz_trivial")
-    built = build(spec, scope)
-    _check_build(spec, built)
-    first = Case("first feeds", spec, built, evaluate(spec), trivial)
+    on_gpu = gpu is not None
+    built = build(spec, scope.with_device("/gpu:0") if on_gpu else scope)
+    _check_build(spec, built, on_gpu)
+    first = Case("first feeds", spec, built, evaluate(spec, on_gpu), trivial, on_gpu)
     second_spec = spec.with_second_feeds()
-    second = Case("second feeds", second_spec, built, evaluate(second_spec), trivial)
+    second = Case("second feeds", second_spec, built, evaluate(second_spec, on_gpu), trivial,
+                  on_gpu)
     fetches = [r for r in spec.fetches if r in built.outputs]
     good = [r for r in built.outputs if isinstance(first.outcomes[r], np.ndarray)]
-    for run in CONFIGS:
-        with _scheduling(run), gf.Session(scope.graph, run.config) as sess:
-            if run is CONFIGS[0] and good:
+    if on_gpu:
+        _gpu_events(spec, first.outcomes)
+    configs = GPU_CONFIGS if on_gpu else CONFIGS
+    for run in configs:
+        devices = gpu_session_devices(gpu) if on_gpu else None
+        with _scheduling(run), gf.Session(scope.graph, run.config, devices=devices) as sess:
+            if run is configs[0] and good:
                 _run_once(sess, first, good, run)
             if fetches:  # twice: the plan and its kernels' caches are reused
                 for case in (first, first, second):
@@ -212,6 +276,8 @@ def _check_graph(spec: GraphSpec) -> None:
                 with ThreadPoolExecutor(2) as pool:
                     for f in [pool.submit(_run_once, sess, c, fetches, run) for c in (first, second)]:
                         f.result()
+            if on_gpu:
+                _check_placement(sess, built)
     for k, original in originals.items():
         assert_same(spec.nodes[k].value, original, f"n{k} = {spec.nodes[k]!r} was modified")
         if k in built.consts:

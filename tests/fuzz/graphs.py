@@ -71,10 +71,12 @@ def _elements(dtype: np.dtype) -> st.SearchStrategy:
 
 
 class GraphDrawer:
-    """Grows one GraphSpec with hypothesis draws, keeping every node's reference outcome."""
+    """Grows one GraphSpec with hypothesis draws, keeping every node's reference outcome
+    (on a GPU, with ``gpu``: later ops then read what a bad index gives there)."""
 
-    def __init__(self, draw: Callable):
+    def __init__(self, draw: Callable, gpu: bool = False):
         self.draw = draw
+        self.gpu = gpu
         self.nodes: list[Node] = []
         self.outcomes: dict = {}
 
@@ -86,7 +88,7 @@ class GraphDrawer:
     def add(self, node: Node) -> list[Ref]:
         self.nodes.append(node)
         k = len(self.nodes) - 1
-        evaluate_node(self.nodes, self.outcomes, k)
+        evaluate_node(self.nodes, self.outcomes, k, self.gpu)
         return [Ref(k, i) for i in range(node.num_outputs)]
 
     def op(self, op_type: str, inputs: Sequence, num_outputs: int = 1, **attrs) -> list[Ref]:
@@ -379,9 +381,10 @@ def _fetches(g: GraphDrawer) -> list[Ref]:
 
 
 @st.composite
-def graph_specs(draw: Callable, max_ops: int = 8) -> GraphSpec:
-    """A random graph of 1 to ``max_ops`` ops (plus their leaves) and what to fetch."""
-    g = GraphDrawer(draw)
+def graph_specs(draw: Callable, max_ops: int = 8, gpu: bool = False) -> GraphSpec:
+    """A random graph of 1 to ``max_ops`` ops (plus their leaves) and what to fetch;
+    ``gpu``: drawn for a graph built on "/gpu:0"."""
+    g = GraphDrawer(draw, gpu)
     for _ in range(draw(st.integers(1, max_ops))):
         if len(g.nodes) >= SOFT_NODE_LIMIT:
             break
@@ -392,19 +395,19 @@ def graph_specs(draw: Callable, max_ops: int = 8) -> GraphSpec:
            and g.nodes[r.node].op not in ("Const", "Placeholder") and g.chance(8)}
     second = {k: _second_feed(g, rng, n) for k, n in enumerate(g.nodes) if n.op == "Placeholder"}
     spec = GraphSpec(g.nodes, fetches, fed, second)
-    if not _defined(spec):  # the shuffled values met a Cast (of NaN to int, ...)
+    if not _defined(spec, gpu):  # the shuffled values met a Cast (of NaN to int, ...)
         spec = GraphSpec(g.nodes, fetches, {}, {k: n.value.copy() for k, n in
                                                 enumerate(g.nodes) if n.op == "Placeholder"})
     return spec
 
 
-def _defined(spec: GraphSpec) -> bool:
+def _defined(spec: GraphSpec, gpu: bool = False) -> bool:
     """Whether the reference defines every value for both feeds, with and without the
     fed outputs (the first feeds alone are defined: the drawer checked them)."""
     second = spec.with_second_feeds()
     try:
         for s in (spec, second, GraphSpec(second.nodes, second.fetches)):
-            evaluate(s)
+            evaluate(s, gpu)
     except Undefined:
         return False
     return True

@@ -7,6 +7,11 @@ inputs are rejected), ``tf.gather_nd``'s ``batch_dims`` and the basic ops.
 An op function takes numpy arrays (a list for a list input) and the node's attrs and
 returns the list of its outputs, or raises :class:`RefError` when TensorFlow rejects
 the input (graphflow must then raise an InvalidArgumentError).
+
+``run_op(..., gpu=True)`` gives TensorFlow's GPU semantics to a node that runs on a
+GPU (:func:`runs_on_gpu`): the scatters skip an out-of-bound index tuple and GatherNd
+gives zeros for it, unless ``bad_indices_policy="ERROR"``, which reports the first bad
+tuple (the CPU reports the last). Partition and stitch raise as on the CPU.
 """
 from __future__ import annotations
 
@@ -26,6 +31,27 @@ class RefError(Exception):
 class Undefined(Exception):
     """C++ leaves the result undefined (Cast of NaN to an integer): no reference value.
     The fuzzer draws values without it; a shuffled feed can bring it back."""
+
+
+class BadIndexError(RefError):
+    """An out-of-bound index tuple, with TensorFlow's message for it."""
+
+
+def runs_on_gpu(op_type: str, input_dtypes: list[np.dtype]) -> bool:
+    """Where TensorFlow (and graphflow, soft placement) runs a node asked for "/gpu:0":
+    every op of the fuzzer has GPU kernels except on strings, and GatherNd's take int32
+    and int64 indices only."""
+    if any(t == object for t in input_dtypes):
+        return False
+    return not (op_type == "GatherNd" and input_dtypes[1] == np.int16)
+
+
+def _policy(policy: str, gpu: bool) -> tuple[str, bool]:
+    """(policy, report_first) for ref_scatter: on a GPU a bad tuple is skipped unless the
+    policy is "ERROR", which reports the first one."""
+    if not gpu:
+        return policy, False
+    return ("ERROR", True) if policy == "ERROR" else ("IGNORE", False)
 
 
 # -- scatter family and GatherNd ------------------------------------------------------------
@@ -48,10 +74,11 @@ def _bad_index(fn: Callable[[], np.ndarray]) -> np.ndarray:
     try:
         return fn()
     except ref_scatter.BadIndex as e:
-        raise RefError(str(e)) from None
+        raise BadIndexError(str(e)) from None
 
 
-def scatter_nd(indices, updates, shape, *, bad_indices_policy: str = "") -> list[np.ndarray]:
+def scatter_nd(indices, updates, shape, *, bad_indices_policy: str = "",
+               gpu: bool = False) -> list[np.ndarray]:
     """zeros(shape), then updates added at indices (strings concatenate, bools OR)."""
     if shape.ndim != 1:
         raise RefError("shape must be a vector")
@@ -60,20 +87,21 @@ def scatter_nd(indices, updates, shape, *, bad_indices_policy: str = "") -> list
         raise RefError(f"negative dimension in {dims}")
     _check_scatter_shapes(dims, indices, updates)
     return [_bad_index(lambda: ref_scatter.scatter_nd(indices, updates, dims,
-                                                      bad_indices_policy))]
+                                                      *_policy(bad_indices_policy, gpu)))]
 
 
 def tensor_scatter(op: str) -> Callable:
     """TensorScatterUpdate/Add/Sub/Min/Max: ``tensor`` combined with updates at indices."""
-    def run(tensor, indices, updates, *, bad_indices_policy: str = "") -> list[np.ndarray]:
+    def run(tensor, indices, updates, *, bad_indices_policy: str = "",
+            gpu: bool = False) -> list[np.ndarray]:
         _check_scatter_shapes(tensor.shape, indices, updates)
         return [_bad_index(lambda: ref_scatter.scatter(tensor, indices, updates, op,
-                                                       bad_indices_policy))]
+                                                       *_policy(bad_indices_policy, gpu)))]
     return run
 
 
-def gather_nd(params, indices, *, batch_dims: int = 0,
-              bad_indices_policy: str = "") -> list[np.ndarray]:
+def gather_nd(params, indices, *, batch_dims: int = 0, bad_indices_policy: str = "",
+              gpu: bool = False) -> list[np.ndarray]:
     """tf.gather_nd. With batch_dims b > 0, TensorFlow's Python wrapper reshapes indices to
     ``[prod(params.shape[:b])] + indices.shape[b:]`` (only the element counts must
     agree), prepends each batch position to its tuples and gathers with depth b + d."""
@@ -98,7 +126,8 @@ def gather_nd(params, indices, *, batch_dims: int = 0,
             tuples[k, ..., b:] = flat[k]
     if math.prod(tuples.shape[:-1]) > 0 and params.size == 0:
         raise RefError("requested more than 0 entries, but params is empty")
-    out = _bad_index(lambda: ref_scatter.gather_nd(params, tuples, 0, bad_indices_policy))
+    out = _bad_index(lambda: ref_scatter.gather_nd(params, tuples, 0,
+                                                   *_policy(bad_indices_policy, gpu)))
     return [out.reshape(params.shape[:b] + inner[:-1] + params.shape[b + depth:])]
 
 
@@ -210,6 +239,14 @@ OPS: dict[str, Callable] = {
 }
 
 
-def run_op(op_type: str, inputs: list, attrs: dict) -> list[np.ndarray]:
-    """The outputs of one node from its input values; RefError if TensorFlow rejects them."""
+#: The ops whose semantics differ on a GPU (their functions take ``gpu``).
+GPU_SEMANTICS = {"ScatterNd", "TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub",
+                 "TensorScatterMin", "TensorScatterMax", "GatherNd"}
+
+
+def run_op(op_type: str, inputs: list, attrs: dict, gpu: bool = False) -> list[np.ndarray]:
+    """The outputs of one node from its input values; RefError if TensorFlow rejects them.
+    With ``gpu``, a node that runs on a GPU (:func:`runs_on_gpu`) has GPU semantics."""
+    if gpu and op_type in GPU_SEMANTICS and runs_on_gpu(op_type, [i.dtype for i in inputs]):
+        attrs = dict(attrs, gpu=True)
     return OPS[op_type](*inputs, **attrs)

@@ -104,19 +104,23 @@ def _flat(inputs: tuple) -> list[Ref]:
 # -- reference evaluation -------------------------------------------------------------------
 @dataclass(frozen=True)
 class Failure:
-    """The reference rejects node ``node``'s inputs (``own``), or an ancestor's."""
+    """The reference rejects node ``node``'s inputs (``own``), or an ancestor's;
+    ``bad_index``: for an out-of-bound index tuple, ``reason`` being TensorFlow's message."""
 
     node: int
     own: bool
     reason: str
+    bad_index: bool = False
 
 
 Outcome = Union[np.ndarray, Failure]
 
 
-def evaluate_node(nodes: list[Node], outcomes: dict[Ref, Outcome], k: int) -> None:
+def evaluate_node(nodes: list[Node], outcomes: dict[Ref, Outcome], k: int,
+                  gpu: bool = False) -> None:
     """Add the reference outcomes of node ``k`` (its inputs' are in ``outcomes``);
-    fed outputs are set afterwards by :func:`evaluate`."""
+    fed outputs are set afterwards by :func:`evaluate`. ``gpu``: the graph is built
+    on "/gpu:0" (see ``reference.run_op``)."""
     node = nodes[k]
     if node.op in ("Const", "Placeholder"):
         outcomes[Ref(k)] = node.value
@@ -130,19 +134,20 @@ def evaluate_node(nodes: list[Node], outcomes: dict[Ref, Outcome], k: int) -> No
         result: list[Outcome] = [Failure(failed.node, False, failed.reason)] * node.num_outputs
     else:
         try:
-            result = reference.run_op(node.op, args, node.attrs)
+            result = reference.run_op(node.op, args, node.attrs, gpu)
         except reference.RefError as e:
-            result = [Failure(k, True, str(e))] * node.num_outputs
+            result = [Failure(k, True, str(e), isinstance(e, reference.BadIndexError))] \
+                * node.num_outputs
     assert len(result) == node.num_outputs
     for index, value in enumerate(result):
         outcomes[Ref(k, index)] = value
 
 
-def evaluate(spec: GraphSpec) -> dict[Ref, Outcome]:
-    """The reference outcome of every output of the spec."""
+def evaluate(spec: GraphSpec, gpu: bool = False) -> dict[Ref, Outcome]:
+    """The reference outcome of every output of the spec (on a GPU, with ``gpu``)."""
     outcomes: dict[Ref, Outcome] = {}
     for k in range(len(spec.nodes)):
-        evaluate_node(spec.nodes, outcomes, k)
+        evaluate_node(spec.nodes, outcomes, k, gpu)
         outcomes.update((ref, v) for ref, v in spec.fed.items() if ref.node == k)
     return outcomes
 
