@@ -37,8 +37,10 @@ class GPUDevice(Device):
             return _cupy.asarray(array)
 
     def to_host(self, array) -> np.ndarray:
+        """A host copy of ``array``: a fresh buffer the host side may write into, also
+        when a GPU kernel returned a host array (the GPU side may still read it)."""
         if isinstance(array, (np.ndarray, np.generic)):
-            return np.asarray(array)
+            return np.array(array, copy=True)
         return _cupy.asnumpy(array)
 
     def holds(self, array) -> bool:
