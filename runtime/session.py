@@ -138,6 +138,15 @@ def _as_feed_key(graph: Graph, key: Any) -> Output:
     return out
 
 
+def _trace_target(options: RunOptions | None, run_metadata: RunMetadata | None):
+    """The RunMetadata that a run records into: ``run_metadata`` when tracing is on."""
+    if options is None or not options.trace:
+        return None
+    if run_metadata is None:
+        raise InvalidArgumentError("RunOptions(trace=True) needs a run_metadata=RunMetadata()")
+    return run_metadata
+
+
 def _feed_checker(out: Output) -> Callable[[Any], Any]:
     """A function that validates one feed value for ``out`` and returns it read-only."""
     dtype = out.dtype
@@ -256,9 +265,7 @@ class Session:
         With ``options=RunOptions(trace=True)``, ``run_metadata`` receives one
         event per node (device, thread, start/end, output shapes, bytes, forwarding).
         """
-        if options is not None and options.trace and run_metadata is None:
-            raise InvalidArgumentError("RunOptions(trace=True) needs a run_metadata=RunMetadata()")
-        metadata = run_metadata if options is not None and options.trace else None
+        metadata = _trace_target(options, run_metadata)
         mapper = _Fetches(self.graph, fetches)
         feeds: dict[Output, Any] = {}
         for key, value in (feed_dict or {}).items():
@@ -268,9 +275,12 @@ class Session:
         plan = self._plan(mapper.flat, order)
         return mapper.build(self._execute(plan, [feeds[o] for o in order], metadata))
 
-    def make_callable(self, fetches: Any, feed_list: Sequence | None = None) -> Callable:
+    def make_callable(self, fetches: Any, feed_list: Sequence | None = None,
+                      accept_options: bool = False) -> Callable:
         """A function ``f(*feed_values)`` that runs ``fetches`` with ``feed_list`` fed,
-        compiled once: a call pays only for the feed checks and the kernels."""
+        compiled once: a call pays only for the feed checks and the kernels. With
+        ``accept_options=True`` it also takes ``options=`` and ``run_metadata=``
+        keywords, as ``run`` does (TensorFlow's ``accept_options``)."""
         mapper = _Fetches(self.graph, fetches)
         feed_outputs = [_as_feed_key(self.graph, k) for k in (feed_list or [])]
         if len(set(feed_outputs)) != len(feed_outputs):
@@ -285,7 +295,16 @@ class Session:
                     f"This callable takes {len(checkers)} feed values, got {len(values)}")
             results = self._execute(plan, [c(v) for c, v in zip(checkers, values)])
             return results[0] if single else mapper.build(results)
-        return call
+
+        def call_with_options(*values, options: RunOptions | None = None,
+                              run_metadata: RunMetadata | None = None):
+            if len(values) != len(checkers):
+                raise InvalidArgumentError(
+                    f"This callable takes {len(checkers)} feed values, got {len(values)}")
+            results = self._execute(plan, [c(v) for c, v in zip(checkers, values)],
+                                    _trace_target(options, run_metadata))
+            return results[0] if single else mapper.build(results)
+        return call_with_options if accept_options else call
 
     def close(self) -> None:
         """Close the session; waits for runs in flight. Later runs raise."""

@@ -56,3 +56,20 @@ def test_untraced_run_records_nothing():
         assert md.events == []
         with pytest.raises(gf.errors.InvalidArgumentError, match="needs a run_metadata"):
             sess.run(z, {x: np.ones(2, np.float32)}, options=gf.RunOptions(trace=True))
+
+
+def test_callable_with_accept_options_traces_and_plain_callable_refuses_keywords():
+    scope, x, z = _graph()
+    with gf.Session(scope.graph) as sess:
+        f = sess.make_callable(z, [x], accept_options=True)
+        md = gf.RunMetadata()
+        np.testing.assert_array_equal(
+            f(np.ones(2, np.float32), options=gf.RunOptions(trace=True), run_metadata=md), [4, 4])
+        assert {e.node for e in md.events} == {"plus_one/y", "plus_one", "square"}
+        untraced = gf.RunMetadata()
+        f(np.ones(2, np.float32), run_metadata=untraced)
+        assert untraced.events == []
+        with pytest.raises(gf.errors.InvalidArgumentError, match="needs a run_metadata"):
+            f(np.ones(2, np.float32), options=gf.RunOptions(trace=True))
+        with pytest.raises(TypeError):
+            sess.make_callable(z, [x])(np.ones(2, np.float32), options=gf.RunOptions(trace=True))
