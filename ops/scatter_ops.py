@@ -360,16 +360,18 @@ def scatter_into(out: np.ndarray, offsets: np.ndarray, updates: np.ndarray, op: 
         _assign(out, offsets, updates, unique=False)
         return
     num_slices = out.size // slice_size
+    unique = None  # not checked yet
     if into_zeros and op == "add" and updates.dtype != object and (
-            slice_size > 1 or len(offsets) >= UNIQUE_CHECK_MIN_UPDATES) and \
-            _unique_offsets(offsets, num_slices):
-        if updates.dtype.kind in "fc":  # 0 + u is u, except that 0.0 + -0.0 is 0.0
-            updates = updates + updates.dtype.type(0)
-        _assign(out, offsets, updates, unique=True)
-        return
+            slice_size > 1 or len(offsets) >= UNIQUE_CHECK_MIN_UPDATES):
+        unique = _unique_offsets(offsets, num_slices)
+        if unique:
+            if updates.dtype.kind in "fc":  # 0 + u is u, except that 0.0 + -0.0 is 0.0
+                updates = updates + updates.dtype.type(0)
+            _assign(out, offsets, updates, unique=True)
+            return
     out2d = out.reshape(-1, slice_size)
     combine, ufunc, nan_neutral = _COMBINE[op]
-    if slice_size > 1 and _unique_offsets(offsets, num_slices):
+    if slice_size > 1 and (_unique_offsets(offsets, num_slices) if unique is None else unique):
         out2d[offsets] = combine(out2d[offsets], updates)
         return
     if nan_neutral is not None and updates.dtype.kind == "f" and np.isnan(updates).any():
