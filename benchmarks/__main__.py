@@ -15,7 +15,8 @@ import sys
 
 import numpy as np
 
-from .harness import MachineLimits, median_time, paired_per_call_time, peak_bytes, per_call_time
+from .harness import (MachineLimits, median_time, paired_per_call_time, peak_bytes,
+                      peak_rss_bytes, per_call_time)
 from .workloads import BYTES, WORKLOADS, Case
 
 RESULTS = pathlib.Path(__file__).with_name("results")
@@ -41,7 +42,13 @@ def measure(case: Case, repeats: int) -> dict:
             "ratio": t_gf / t_np, "gbps": case.nbytes / t_gf / 1e9 if case.nbytes else None,
             "nbytes": case.nbytes, "random_accesses": case.random_accesses,
             "peak_mb_graphflow": peak_bytes(case.graphflow) / 1e6,
-            "peak_mb_baseline": peak_bytes(case.baseline) / 1e6}
+            "peak_mb_baseline": peak_bytes(case.baseline) / 1e6,
+            "peak_rss_mb_graphflow": _mb(peak_rss_bytes(case.graphflow)),
+            "peak_rss_mb_baseline": _mb(peak_rss_bytes(case.baseline))}
+
+
+def _mb(nbytes: int | None) -> float | None:
+    return None if nbytes is None else nbytes / 1e6
 
 
 def limits_ratios(row: dict, limits: MachineLimits) -> None:
@@ -56,8 +63,8 @@ def limits_ratios(row: dict, limits: MachineLimits) -> None:
 
 def table(rows: list[dict]) -> str:
     head = ("| workload | case | graphflow | numpy baseline | ratio | GB/s | x copy limit | "
-            "x random limit | peak MB (gf / np) |")
-    lines = [head, "|" + "---|" * 9]
+            "x random limit | peak MB traced (gf / np) | peak RSS MB (gf / np) |")
+    lines = [head, "|" + "---|" * 10]
     for r in rows:
         fmt = (lambda v: f"{v:.2f}") if r["unit"] == "ms" else (lambda v: f"{v:.2f}")
         lines.append(
@@ -67,7 +74,9 @@ def table(rows: list[dict]) -> str:
             + (f"{r['x_copy_limit']:.1f}x" if r.get("x_copy_limit") else "-") + " | "
             + (f"{r['x_random_limit']:.1f}x" if r.get("x_random_limit") else "-") + " | "
             + (f"{r['peak_mb_graphflow']:.0f} / {r['peak_mb_baseline']:.0f}"
-               if "peak_mb_graphflow" in r else "-") + " |")
+               if "peak_mb_graphflow" in r else "-") + " | "
+            + (f"{r['peak_rss_mb_graphflow']:.0f} / {r['peak_rss_mb_baseline']:.0f}"
+               if r.get("peak_rss_mb_graphflow") is not None else "-") + " |")
     return "\n".join(lines)
 
 

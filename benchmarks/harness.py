@@ -1,7 +1,9 @@
 """Timing, memory and machine-limit measurements shared by every workload.
 
 Times are medians of repeated runs after a warm-up; memory is the peak that
-tracemalloc sees (numpy reports its buffers to it) during one run.
+tracemalloc sees (numpy reports its buffers to it) during one run, and the peak
+resident set size (Linux: VmHWM, reset through /proc/self/clear_refs) above
+what was resident before it.
 """
 from __future__ import annotations
 
@@ -90,6 +92,30 @@ def peak_bytes(fn: Callable[[], object]) -> int:
     finally:
         tracemalloc.stop()
     return peak
+
+
+def peak_rss_bytes(fn: Callable[[], object]) -> int | None:
+    """Peak resident memory (bytes) while ``fn()`` runs, above the resident memory
+    before it; None where the kernel cannot reset the peak (not Linux)."""
+    gc.collect()
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current resident size
+        before = _status_kib("VmRSS")
+        result = fn()
+        peak = _status_kib("VmHWM")
+    except OSError:
+        return None
+    del result
+    return max(0, peak - before) * 1024
+
+
+def _status_kib(field_name: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1])
+    raise OSError(f"/proc/self/status has no {field_name}")
 
 
 @dataclass
