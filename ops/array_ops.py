@@ -288,8 +288,7 @@ def _cast(ctx, x):
     xp = ctx.xp
     if x.dtype.kind == "c" and dst.kind != "c":
         x = xp.real(x)
-    with np.errstate(all="ignore"):
-        return x.astype(dst, copy=True)
+    return x.astype(dst, copy=True)  # NaN to int and overflow: no warning, as in TF
 
 
 # -- Fill, ZerosLike, OnesLike -----------------------------------------------------

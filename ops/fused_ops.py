@@ -50,17 +50,18 @@ def _partitioned_select(ctx, data, selector, scalars):
             f"data.shape must start with partitions.shape, got data.shape = "
             f"{debug_string(data.shape)}, partitions.shape = {debug_string(selector.shape)}")
     programs = ctx.attrs["program"]
-    with np.errstate(all="ignore"):  # values of the other partitions are computed, then dropped
-        if selector.dtype == np.bool_:  # partitions = cast(mask): ids are 0 and 1 only
-            return xp.where(selector, _branch(ctx, programs[1], data, scalars),
-                            _branch(ctx, programs[0], data, scalars))
-        bad = (selector < 0) | (selector >= k)
-        if bool(bad.any()):
-            i = int(xp.argmax(bad))
-            raise InvalidArgumentError(f"partitions[{i}] = {int(selector[i])} is not in [0, {k})")
-        out = _branch(ctx, programs[0], data, scalars)
-        for p in range(1, k):
-            out = xp.where(selector == p, _branch(ctx, programs[p], data, scalars), out)
-        # the stitch it replaces gives a fresh array, which later kernels may write into:
-        # one partition and no arithmetic would hand out the input buffer itself
-        return out.copy() if out is data else out
+    # values of the other partitions are computed, then dropped: the runtime keeps the
+    # floating-point warnings they may raise quiet
+    if selector.dtype == np.bool_:  # partitions = cast(mask): ids are 0 and 1 only
+        return xp.where(selector, _branch(ctx, programs[1], data, scalars),
+                        _branch(ctx, programs[0], data, scalars))
+    bad = (selector < 0) | (selector >= k)
+    if bool(bad.any()):
+        i = int(xp.argmax(bad))
+        raise InvalidArgumentError(f"partitions[{i}] = {int(selector[i])} is not in [0, {k})")
+    out = _branch(ctx, programs[0], data, scalars)
+    for p in range(1, k):
+        out = xp.where(selector == p, _branch(ctx, programs[p], data, scalars), out)
+    # the stitch it replaces gives a fresh array, which later kernels may write into:
+    # one partition and no arithmetic would hand out the input buffer itself
+    return out.copy() if out is data else out

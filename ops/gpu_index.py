@@ -94,8 +94,7 @@ def scatter(xp, out, offsets, rows, op: str, deterministic: bool) -> None:
     if on_host(xp):
         from .scatter_ops import scatter_into
         keep = offsets >= 0
-        with np.errstate(all="ignore"):
-            scatter_into(out, offsets[keep], rows[keep], op)
+        scatter_into(out, offsets[keep], rows[keep], op)
         return
     flat, values = out.reshape(-1), xp.ascontiguousarray(rows).reshape(-1)
     if op == "sub":

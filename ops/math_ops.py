@@ -89,8 +89,7 @@ def _add(x, y):
 
 
 def _real_div(x, y):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.true_divide(x, y, dtype=x.dtype)
+    return np.true_divide(x, y, dtype=x.dtype)
 
 
 Add = _binary("Add", _add, NUMBER_TYPES + (string,), "x + y (strings concatenate).",
