@@ -17,12 +17,15 @@ output, and how slices are read.
   the updates in index order, starting from the value already there. That is
   exactly what the CPU computes (sums in index order, last update wins, NaN
   rules of Eigen's min/max), so a deterministic GPU run equals the CPU bit for
-  bit.
+  bit, but for NaN payloads (a GPU makes its own NaNs).
 * ``gather`` reads slices, giving zeros for a skipped tuple.
 
 Each primitive also accepts numpy arrays (a device whose ``xp`` is numpy, as
 the simulated GPU of the tests): it then runs the CPU code, so the logic of
-the GPU kernels around the primitives is tested without a GPU.
+the GPU kernels around the primitives is tested without a GPU. The CUDA
+kernels come from the device's array module (``xp.ElementwiseKernel``), so a
+module that runs CUDA source elsewhere (the tests' C++ emulator) can stand in
+for cupy.
 """
 from __future__ import annotations
 
@@ -105,7 +108,7 @@ def scatter(xp, out, offsets, rows, op: str, deterministic: bool) -> None:
     if deterministic or not _has_atomic(op, flat.dtype):
         _segmented(xp, flat, offsets, values, slice_size, op)
     else:
-        _atomic_kernel(op)(offsets, values, slice_size, flat)
+        _atomic_kernel(xp, op)(offsets, values, slice_size, flat)
 
 
 def _has_atomic(op: str, dtype: np.dtype) -> bool:
@@ -126,7 +129,7 @@ def _segmented(xp, flat, offsets, values, slice_size: int, op: str) -> None:
     xp.not_equal(ordered[1:], ordered[:-1], out=boundary[1:])
     starts = xp.concatenate([xp.flatnonzero(boundary), xp.asarray([len(ordered)])])
     runs = len(starts) - 1
-    _segmented_kernel(op)(order, ordered, starts, values, slice_size, flat,
+    _segmented_kernel(xp, op)(order, ordered, starts, values, slice_size, flat,
                           size=runs * slice_size)
 
 
@@ -141,7 +144,7 @@ def gather(xp, source, offsets, out) -> None:
         out[keep] = source[offsets[keep]]
         out[~keep] = 0
         return
-    _gather_kernel()(offsets, source.reshape(-1), out.shape[1], out.reshape(-1))
+    _gather_kernel(xp)(offsets, source.reshape(-1), out.shape[1], out.reshape(-1))
 
 
 # -- CUDA kernels, compiled on first use ------------------------------------------------------
@@ -208,14 +211,9 @@ _FOLDS = {
 }
 
 
-def _cupy():
-    import cupy
-    return cupy
-
-
 @functools.cache
-def _atomic_kernel(op: str):
-    return _cupy().ElementwiseKernel(
+def _atomic_kernel(xp, op: str):
+    return xp.ElementwiseKernel(
         "raw int64 offsets, T value, int64 slice_size", "raw T out",
         """
         const long long slice = offsets[i / slice_size];
@@ -228,8 +226,8 @@ def _atomic_kernel(op: str):
 
 
 @functools.cache
-def _segmented_kernel(op: str):
-    return _cupy().ElementwiseKernel(
+def _segmented_kernel(xp, op: str):
+    return xp.ElementwiseKernel(
         "raw int64 order, raw int64 ordered, raw int64 starts, raw T values, "
         "int64 slice_size", "raw T out",
         """
@@ -250,8 +248,8 @@ def _segmented_kernel(op: str):
 
 
 @functools.cache
-def _gather_kernel():
-    return _cupy().ElementwiseKernel(
+def _gather_kernel(xp):
+    return xp.ElementwiseKernel(
         "raw int64 offsets, raw T source, int64 slice_size", "T out",
         """
         const long long slice = offsets[i / slice_size];

@@ -1,6 +1,7 @@
 """GPU devices for the tests: a simulated GPU that runs the GPU kernels on numpy (so
-their logic and every host<->device crossing are checked on any machine), and the
-real CUDA device when cupy sees one."""
+their logic and every host<->device crossing are checked on any machine), an
+emulated GPU that also runs their CUDA kernels, compiled for the CPU
+(tests/cuda_emulator.py), and the real CUDA device when cupy sees one."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +9,8 @@ import pytest
 
 import graphflow as gf
 from graphflow.runtime import CPUDevice, Device
+
+import cuda_emulator
 
 
 class SimulatedGPU(Device):
@@ -33,13 +36,24 @@ class SimulatedGPU(Device):
         return isinstance(array, np.ndarray)
 
 
+class EmulatedGPU(SimulatedGPU):
+    """The simulated GPU, whose CUDA kernels run compiled for the CPU."""
+
+    xp = cuda_emulator.cupy_on_cpu
+
+
 CUDA = next((d for d in gf.list_devices() if d.device_type == "gpu"), None)
 
-#: "simulated" always runs; "cuda" only where cupy sees a CUDA device.
-GPU_KINDS = ["simulated", pytest.param("cuda", marks=[
+#: "simulated" always runs, "emulated" where a C++ compiler is, "cuda" only where cupy
+#: sees a CUDA device.
+GPU_KINDS = ["simulated",
+             pytest.param("emulated", marks=pytest.mark.skipif(
+                 cuda_emulator.COMPILER is None, reason="needs a C++ compiler")),
+             pytest.param("cuda", marks=[
     pytest.mark.gpu, pytest.mark.skipif(CUDA is None, reason="needs cupy and a CUDA device")])]
 
 
 def gpu_session_devices(kind: str) -> list[Device]:
     """The device list of a Session with a CPU and a GPU of ``kind``."""
-    return [CPUDevice(0), SimulatedGPU(0) if kind == "simulated" else CUDA]
+    gpu = {"simulated": SimulatedGPU, "emulated": EmulatedGPU}.get(kind)
+    return [CPUDevice(0), gpu(0) if gpu else CUDA]

@@ -17,43 +17,28 @@ from cupy.cuda import nvrtc
 
 import graphflow.ops.gpu_index as gpu_index
 
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))
+from cuda_emulator import C_TYPES, kernel_function  # noqa: E402  (tests/)
+
 CUPY_INCLUDE = pathlib.Path(cupy.__file__).parent / "_core" / "include"
 INCLUDES = [CUPY_INCLUDE, *sorted((CUPY_INCLUDE / "cupy" / "_cccl").glob("*"))]
 if os.environ.get("CUDA_INCLUDE"):
     INCLUDES.append(pathlib.Path(os.environ["CUDA_INCLUDE"]))
 HEADER = "".join(f"#include <cupy/{h}>\n" for h in
                  ("complex.cuh", "carray.cuh", "float16.cuh", "atomics.cuh"))
-C_TYPES = {"float16": "float16", "float32": "float", "float64": "double",
-           "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
-           "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int",
-           "uint64": "unsigned long long", "bool": "bool", "complex64": "complex<float>",
-           "complex128": "complex<double>"}
 
 
 class _Kernel:
+    """An ElementwiseKernel's parts, recorded instead of compiled by cupy."""
+
     def __init__(self, params, outputs, body, name, preamble=""):
         self.params, self.outputs, self.body, self.name = params, outputs, body, name
         self.preamble = preamble
 
     def source(self, c_type: str) -> str:
-        """The kernel as cupy's ElementwiseKernel would wrap it (raw args as CArrays,
-        elementwise args bound by reference at index i)."""
-        args, binds = [], []
-        for param in (p.split() for p in (self.params + "," + self.outputs).split(",")):
-            raw = param[0] == "raw"
-            type_, name = param[1:] if raw else param
-            c = "long long" if type_ == "int64" else "T"
-            if raw:
-                args.append(f"CArray<{c}, 1, true, true> {name}")
-            elif type_ == "int64":
-                args.append(f"{c} {name}")
-            else:
-                args.append(f"CArray<{c}, 1, true, true> _raw_{name}")
-                binds.append(f"{c} &{name} = _raw_{name}[i];")
-        return (f"{HEADER}typedef {c_type} T;\n{self.preamble}\n"
-                f"extern \"C\" __global__ void {self.name}({', '.join(args)}, long long n) {{\n"
-                f"  for (ptrdiff_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;"
-                f" i += blockDim.x * gridDim.x) {{\n    {' '.join(binds)}\n{self.body}\n  }}\n}}\n")
+        """The kernel as cupy's ElementwiseKernel would wrap it, for the C type ``c_type``."""
+        return (f"{HEADER}typedef {c_type} T;\n{self.preamble}\nextern \"C\" "
+                f"{kernel_function(self.params, self.outputs, self.body, self.name)}")
 
 
 class _RecordingCupy:
@@ -72,18 +57,15 @@ def compile_log(source: str) -> str | None:
 
 
 def main() -> int:
-    gpu_index._cupy = lambda: _RecordingCupy
-    for cached in (gpu_index._atomic_kernel, gpu_index._segmented_kernel,
-                   gpu_index._gather_kernel):
-        cached.cache_clear()
+    xp = _RecordingCupy
     ordered = [t for t in C_TYPES if not t.startswith("complex") and t != "bool"]
-    checks = [("gather", gpu_index._gather_kernel(), list(C_TYPES))]
+    checks = [("gather", gpu_index._gather_kernel(xp), list(C_TYPES))]
     for op, types in (("update", list(C_TYPES)), ("add", gpu_index.ATOMIC_ADD_TYPES),
                       ("min", gpu_index.ATOMIC_MINMAX_TYPES),
                       ("max", gpu_index.ATOMIC_MINMAX_TYPES)):
-        checks.append((f"atomic {op}", gpu_index._atomic_kernel(op), [str(t) for t in types]))
+        checks.append((f"atomic {op}", gpu_index._atomic_kernel(xp, op), [str(t) for t in types]))
         folds = list(C_TYPES) if op in ("update", "add") else ordered
-        checks.append((f"segmented {op}", gpu_index._segmented_kernel(op), folds))
+        checks.append((f"segmented {op}", gpu_index._segmented_kernel(xp, op), folds))
     failures = 0
     for label, kernel, types in checks:
         for type_name in types:

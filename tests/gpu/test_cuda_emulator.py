@@ -1,0 +1,128 @@
+"""The CUDA kernels of ops/gpu_index.py, compiled for the CPU (tests/cuda_emulator.py),
+agree with the CPU kernels: every op and dtype, the atomic path (default) and the
+sorted, segmented one (deterministic=True), skipped offsets, NaNs, and threads
+run in shuffled orders. The atomic cases use values whose result does not depend
+on the order of the updates (small integers, unique offsets for "update"), so
+they compare bit for bit too, any NaN matching a NaN (a GPU's NaN has its own
+sign and payload: TensorScatterSub adds the negated update, as TensorFlow's GPU
+kernel does)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphflow.ops import gpu_index
+
+import cuda_emulator
+from fuzz.check import assert_same
+
+pytestmark = pytest.mark.skipif(cuda_emulator.COMPILER is None, reason="needs a C++ compiler")
+
+XP = cuda_emulator.cupy_on_cpu
+OPS = ["update", "add", "sub", "min", "max"]
+DTYPES = [np.dtype(t) for t in cuda_emulator.C_TYPES]
+
+
+def _values(rng, dtype: np.dtype, shape, nans: bool) -> np.ndarray:
+    """Small integers (exact sums in any order), with NaNs for float min/max."""
+    if dtype == bool:
+        return rng.integers(0, 2, shape).astype(bool)
+    low = 0 if dtype.kind == "u" else -8
+    values = rng.integers(low, 16, shape).astype(dtype)
+    if dtype.kind == "c":
+        values += 1j * rng.integers(-8, 8, shape)
+    if nans and dtype.kind == "f":
+        values[rng.random(shape) < 0.1] = np.nan
+    return values
+
+
+def _case(dtype: np.dtype, op: str, unique: bool, seed: int = 0):
+    """``(out, offsets, rows)``: 12 slices of 3, offset -1 marks a skipped row."""
+    rng = np.random.default_rng(seed)
+    num_slices, slice_size = 12, 3
+    offsets = (rng.permutation(num_slices)[:8] if unique
+               else rng.integers(-1, num_slices, 50)).astype(np.int64)
+    nans = op in ("min", "max")
+    rows = _values(rng, dtype, (len(offsets), slice_size), nans)
+    return _values(rng, dtype, (num_slices, slice_size), nans), offsets, rows
+
+
+def _both(out, offsets, rows, op, deterministic):
+    """The CPU result and the emulated CUDA kernels' result, each on a copy of ``out``."""
+    expected, got = out.copy(), out.copy()
+    with np.errstate(invalid="ignore"):  # as the executor runs kernels
+        gpu_index.scatter(np, expected, offsets, rows, op, deterministic)
+        gpu_index.scatter(XP, got, offsets, rows, op, deterministic)
+    return expected, got
+
+
+@pytest.mark.parametrize("deterministic", [False, True], ids=["atomic", "deterministic"])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_scatter_kernels_agree_with_cpu(dtype, op, deterministic):
+    if op in ("min", "max") and dtype.kind == "c":
+        pytest.skip("no order on complex numbers")
+    if op in ("add", "sub") and dtype == bool:
+        pytest.skip("TensorFlow has no bool sums")
+    unique = op == "update" and not deterministic  # racing stores: any writer may win
+    out, offsets, rows = _case(dtype, op, unique)
+    expected, got = _both(out, offsets, rows, op, deterministic)
+    assert_same(got, expected, f"{op} {dtype}")
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_deterministic_updates_apply_in_index_order(op):
+    """Duplicates fold in index order whatever the thread order: float sums are not
+    associative, so another order would change the bits."""
+    rng = np.random.default_rng(1)
+    out = rng.standard_normal((4, 2)).astype(np.float32)
+    offsets = np.array([2, 0, 2, 2, -1, 0, 2], np.int64)
+    rows = (rng.standard_normal((7, 2)) * 1e4).astype(np.float32)
+    rows[3, 0], out[2, 1] = np.nan, -0.0
+    for _ in range(3):  # a new thread order each launch
+        expected, got = _both(out, offsets, rows, op, deterministic=True)
+        assert_same(got, expected, op)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_gather_kernel_agrees_with_cpu(dtype):
+    rng = np.random.default_rng(2)
+    source = _values(rng, dtype, (6, 4), nans=False)
+    offsets = np.array([5, -1, 0, 5, 2, -1], np.int64)
+    expected = np.full((6, 4), 1, dtype)
+    got = expected.copy()
+    gpu_index.gather(np, source, offsets, expected)
+    gpu_index.gather(XP, source, offsets, got)
+    assert_same(got, expected, "gather")
+
+
+# -- the emulator runs the kernel text: a planted bug is caught ----------------------------------
+@pytest.fixture
+def fresh_kernels():
+    caches = (gpu_index._atomic_kernel, gpu_index._segmented_kernel)
+    for cache in caches:
+        cache.cache_clear()
+    yield
+    for cache in caches:
+        cache.cache_clear()
+
+
+@pytest.mark.parametrize("table, op, planted", [
+    ("_ATOMIC_STATEMENTS", "max", "gf_atomic_min(&out[target], value);"),
+    ("_ATOMIC_STATEMENTS", "add", "if (i % slice_size) atomicAdd(&out[target], value);"),
+    ("_FOLDS", "update", "if (acc == T(0)) acc = u;"),
+    ("_FOLDS", "min", "if (!(acc <= u)) acc = u;"),  # a NaN update wins
+])
+def test_a_planted_kernel_bug_is_caught(monkeypatch, fresh_kernels, table, op, planted):
+    monkeypatch.setitem(getattr(gpu_index, table), op, planted)
+    out, offsets, rows = _case(np.dtype(np.float32), op, unique=False)
+    expected, got = _both(out, offsets, rows, op, deterministic=table == "_FOLDS")
+    with pytest.raises(AssertionError):
+        assert_same(got, expected, "planted")
+
+
+def test_kernel_arguments_are_checked():
+    kernel = gpu_index._gather_kernel(XP)
+    source, out = np.zeros(4, np.float32), np.zeros(4, np.float64)
+    with pytest.raises(TypeError, match="out must be a one-dimensional float32 array"):
+        kernel(np.zeros(2, np.int64), source, 2, out)
