@@ -73,14 +73,15 @@ def locate(xp, tuples, dims: Sequence[int], policy: str,
     offsets = xp.zeros(n, np.int64)
     if n == 0:
         return offsets
-    # Seen as unsigned, a negative index is huge: one bound per column checks both ends.
-    unsigned = tuples.view(np.dtype(f"u{tuples.dtype.itemsize}"))
     bad = xp.zeros(n, bool)
     stride = 1
     for column in range(depth - 1, -1, -1):
-        offsets += tuples[:, column].astype(np.int64) * stride
-        bad |= unsigned[:, column] >= dims[column]
-        stride *= dims[column]
+        index, dim = tuples[:, column].astype(np.int64), int(dims[column])
+        offsets += index * stride
+        # Seen as uint64, a negative index is huge: one bound checks both ends, also for
+        # a dimension past the index type's range.
+        bad |= index.view(np.uint64) >= dim
+        stride *= dim
     if policy == "ERROR" and bool(bad.any()):  # the one host round trip
         raise InvalidArgumentError(bad_index(int(bad.argmax())))
     return xp.where(bad, np.int64(-1), offsets)

@@ -6,6 +6,8 @@ found by the device's ``device_type`` in each OpDef.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 
@@ -36,6 +38,11 @@ class Device:
 
     def synchronize(self) -> None:
         """Wait until every kernel queued on this device has finished."""
+
+    def bind(self, kernel: Callable) -> Callable:
+        """``kernel`` as it must be called to run here: a GPU makes itself the current
+        device first (the executor's threads start on device 0); the CPU calls it as is."""
+        return kernel
 
     def memory_bandwidth_hint(self) -> str:
         return ""

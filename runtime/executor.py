@@ -245,7 +245,7 @@ class Plan:
         if device.device_type != "cpu":
             value = device.to_host(value)
         elif not isinstance(value, np.ndarray):
-            value = np.asarray(value)
+            value = self.host.to_host(value)  # a scalar, or a cupy feed fetched back
         if not value.flags.writeable:
             value = value.copy()  # a constant or a feed: the caller gets its own array
         return value
@@ -380,7 +380,8 @@ def _compile_step(step: Step, free: tuple[int, ...]) -> Callable:
                 s[f] = None
         return copy
 
-    fn = step.op.op_def.find_kernel(step.device.device_type, dict(step.op.attrs)).fn
+    fn = step.device.bind(step.op.op_def.find_kernel(step.device.device_type,
+                                                     dict(step.op.attrs)).fn)
     ctx = step.ctx
     ins, outs = step.inputs, step.outputs
     has_lists = any(isinstance(a, list) for a in ins)

@@ -3,6 +3,7 @@ without a CUDA device, ``gpu_devices()`` is empty."""
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 import numpy as np
 
@@ -45,6 +46,14 @@ class GPUDevice(Device):
 
     def holds(self, array) -> bool:
         return isinstance(array, _cupy.ndarray) and array.device.id == self.index
+
+    def bind(self, kernel: Callable) -> Callable:
+        device = _cupy.cuda.Device(self.index)
+
+        def on_this_device(*args):
+            with device:
+                return kernel(*args)
+        return on_this_device
 
     def synchronize(self) -> None:
         with _cupy.cuda.Device(self.index):

@@ -80,10 +80,13 @@ def traced(step, metadata: RunMetadata):
     outputs = step.outputs
     allocates = op is None or op.op_def.fresh_outputs
 
+    synchronize = step.device.synchronize  # GPU kernels run asynchronously: time them whole
+
     def run_traced(slots):
         before = [slots[i] for i in inputs]
         start = time.perf_counter_ns()
         run(slots)
+        synchronize()
         end = time.perf_counter_ns()
         values = [slots[o] for o in outputs]
         forwarded = any(v is b for v in values for b in before if hasattr(v, "shape"))

@@ -17,6 +17,7 @@ import pytest
 
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError
+from graphflow.ops import gpu_index
 
 import ref_scatter
 from gpu_devices import GPU_KINDS, gpu_session_devices
@@ -178,6 +179,16 @@ def test_error_policy_raises_the_first_bad_index_on_gpu(kind):
     assert "bad" in str(info.value)
 
 
+@pytest.mark.parametrize("index_type", [np.int16, np.int32, np.int64])
+def test_locate_checks_both_ends_of_dimensions_past_the_index_range(index_type):
+    """A negative index stays out of bounds when the dimension is larger than its type."""
+    tuples = np.array([[1, -1], [2, 5], [3, 0], [0, np.iinfo(index_type).min]], index_type)
+    offsets = gpu_index.locate(np, tuples, [3, 2**40], "IGNORE", str)
+    assert offsets.tolist() == [-1, 2 * 2**40 + 5, -1, -1]
+    with pytest.raises(InvalidArgumentError, match="^0$"):
+        gpu_index.locate(np, tuples, [3, 2**40], "ERROR", str)
+
+
 def test_gather_nd_out_of_bound_gives_zeros_on_gpu(kind):
     params = np.arange(12, dtype=np.int32).reshape(4, 3)
     build = lambda s: s.gather_nd(params, [[1], [7], [-2], [3]])  # noqa: E731
@@ -240,6 +251,20 @@ def test_a_fed_value_copied_to_the_gpu_is_never_forwarded(kind):
         fed = np.zeros(4, np.float32)
         np.testing.assert_array_equal(sess.run(y, {x: fed}), [0, 5, 0, 0])
         assert fed.tolist() == [0, 0, 0, 0]
+
+
+def test_a_device_array_feed_can_be_fetched_back(kind):
+    """A feed that already lives on the GPU comes back from run as a numpy array, fetched
+    as it is or read by a CPU node."""
+    scope = gf.Scope(gf.Graph())
+    x = scope.placeholder(gf.float32, shape=[3], name="x")
+    y = scope.with_device("/cpu:0").neg(x, name="y")
+    devices = gpu_session_devices(kind)
+    fed = devices[1].from_host(np.arange(3, dtype=np.float32))
+    with gf.Session(scope.graph, devices=devices) as sess:
+        got_x, got_y = sess.run([x, y], {x: fed})
+    assert type(got_x) is np.ndarray and type(got_y) is np.ndarray
+    assert got_x.tolist() == [0, 1, 2] and got_y.tolist() == [0, -1, -2]
 
 
 def test_empty_inputs_on_gpu(kind):

@@ -94,3 +94,29 @@ def test_prefers_device_of_input(scope, devices):
 def test_list_devices_without_gpu():
     names = [d.name for d in gf.list_devices()]
     assert names[0] == "/device:CPU:0"
+
+
+def test_gpu_kernels_run_bound_to_their_device(scope):
+    """Each kernel is called through its device's ``bind``: a GPU makes itself current
+    there, since the executor's threads start on device 0."""
+    class RecordingGPU(SimulatedGPU):
+        def __init__(self, index):
+            super().__init__(index)
+            self.ran = []
+
+        def bind(self, kernel):
+            def on_this_device(ctx, *args):
+                self.ran.append(ctx.node_name)
+                return kernel(ctx, *args)
+            return on_this_device
+
+    gpus = [RecordingGPU(0), RecordingGPU(1)]
+    x = scope.placeholder(gf.float32, shape=[3], name="x")
+    a = scope.with_device("/gpu:1").add(x, 1.0, name="a")
+    b = scope.with_device("/gpu:0").mul(a, 2.0, name="b")
+    c = scope.with_device("/cpu:0").neg(b, name="c")
+    with gf.Session(scope.graph, devices=[CPUDevice(0), *gpus]) as sess:
+        np.testing.assert_array_equal(sess.run(c, {x: np.zeros(3, np.float32)}), [-2] * 3)
+    assert "a" in gpus[1].ran and "a" not in gpus[0].ran
+    assert "b" in gpus[0].ran and "b" not in gpus[1].ran
+    assert "c" not in gpus[0].ran + gpus[1].ran
