@@ -152,8 +152,11 @@ def locate(tuples: np.ndarray, dims: Sequence[int], policy: str,
     ``policy == "IGNORE"`` are dropped: the second result is then the bool
     mask of the kept tuples (None when every tuple is good).
     """
-    # Seen as unsigned, a negative index is huge: one bound per column checks both ends.
+    # Seen as unsigned, a negative index is huge: one bound per column checks both ends
+    # (in 64 bits when a dimension is past the index type's range).
     unsigned = tuples.view(np.dtype(f"u{tuples.dtype.itemsize}"))
+    if max(dims, default=0) > np.iinfo(unsigned.dtype).max:
+        unsigned = tuples.astype(np.int64).view(np.uint64)
     depth = tuples.shape[1]
     if depth == 0:
         offsets = np.zeros(len(tuples), np.int64)

@@ -17,7 +17,7 @@ import pytest
 
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError
-from graphflow.ops import gpu_index
+from graphflow.ops import gpu_index, scatter_ops
 
 import ref_scatter
 from gpu_devices import GPU_KINDS, gpu_session_devices
@@ -181,12 +181,17 @@ def test_error_policy_raises_the_first_bad_index_on_gpu(kind):
 
 @pytest.mark.parametrize("index_type", [np.int16, np.int32, np.int64])
 def test_locate_checks_both_ends_of_dimensions_past_the_index_range(index_type):
-    """A negative index stays out of bounds when the dimension is larger than its type."""
+    """A negative index stays out of bounds when the dimension is larger than its type,
+    on the GPU and on the CPU."""
     tuples = np.array([[1, -1], [2, 5], [3, 0], [0, np.iinfo(index_type).min]], index_type)
     offsets = gpu_index.locate(np, tuples, [3, 2**40], "IGNORE", str)
     assert offsets.tolist() == [-1, 2 * 2**40 + 5, -1, -1]
     with pytest.raises(InvalidArgumentError, match="^0$"):
         gpu_index.locate(np, tuples, [3, 2**40], "ERROR", str)
+    offsets, keep = scatter_ops.locate(tuples, [3, 2**40], "IGNORE", str)
+    assert offsets.tolist() == [2 * 2**40 + 5] and keep.tolist() == [False, True, False, False]
+    with pytest.raises(InvalidArgumentError, match="^3$"):  # the CPU reports the last
+        scatter_ops.locate(tuples, [3, 2**40], "ERROR", str)
 
 
 def test_gather_nd_out_of_bound_gives_zeros_on_gpu(kind):
