@@ -1,10 +1,14 @@
 """graphflow's CUDA kernels, run on the CPU.
 
-``cupy_on_cpu`` stands in for the cupy module: its arrays are numpy arrays, and
-its ``ElementwiseKernel`` compiles the CUDA source of a kernel, as cupy would
-wrap it, with the host C++ compiler against a small shim of the CUDA built-ins
-(thread indices, atomics, bit casts, float16, complex). A launch runs one
-thread at a time, in a shuffled order.
+``cupy_on_cpu`` stands in for the cupy module. Its arrays (``DeviceArray``) keep
+their buffer in host memory but behave as cupy's do: they are not numpy arrays,
+``np.asarray`` of one raises, ``.get()`` copies one to the host, and mixing them
+with numpy arrays is a TypeError; so a GPU code path that treats a device array
+as a host array fails here as it would on a GPU. Its ``ElementwiseKernel``
+compiles the CUDA source of a kernel, as cupy would wrap it, with the host C++
+compiler against a small shim of the CUDA built-ins (thread indices, atomics,
+bit casts, float16, complex). A launch runs one thread at a time, in a shuffled
+order.
 
 It checks the kernel bodies as written: index arithmetic, skipped offsets, the
 fold order and NaN rules of the deterministic path, the compare-and-swap loops,
@@ -157,6 +161,7 @@ class ElementwiseKernel:
         if len(args) != len(params):
             raise TypeError(f"{self.name}: {len(params)} arguments expected (outputs "
                             f"included), got {len(args)}")
+        args = _unwrap(args, strict=True)  # device arrays only, as cupy
         t = next(a.dtype for a, (_, type_, _) in zip(args, params)
                  if type_ == "T" and isinstance(a, np.ndarray))
         data, strides, scalars, sizes = [], [], [], set()
@@ -189,17 +194,172 @@ class ElementwiseKernel:
             order.ctypes.data_as(ctypes.c_void_p))
 
 
-class _CupyOnCPU:
-    """numpy, with cupy's ElementwiseKernel emulated and cupy's stable argsort."""
+# -- device arrays ------------------------------------------------------------------------------
+def _unwrap(value, strict: bool):
+    """The numpy arrays inside ``value`` (device arrays, lists and tuples of them);
+    ``strict``: a host array there is a TypeError, as cupy raises."""
+    if isinstance(value, DeviceArray):
+        return value._host_buffer
+    if isinstance(value, (list, tuple)):
+        return type(value)(_unwrap(v, strict) for v in value)
+    if strict and isinstance(value, np.ndarray):
+        raise TypeError(f"Unsupported type {type(value)}: a numpy array where cupy wants a "
+                        f"cupy array (copy it to the device first)")
+    return value
 
+
+def _wrap(value):
+    """Arrays (and numpy scalars, which cupy returns as 0-d arrays) as device arrays."""
+    if isinstance(value, np.ndarray):
+        return DeviceArray(value)
+    if isinstance(value, np.generic):
+        return DeviceArray(np.asarray(value))
+    if isinstance(value, (list, tuple)):
+        return type(value)(_wrap(v) for v in value)
+    return value
+
+
+def _device_call(fn, strict: bool = True):
+    """``fn`` over numpy, taking and returning device arrays."""
+    def call(*args, **kwargs):
+        return _wrap(fn(*_unwrap(args, strict),
+                        **{k: _unwrap(v, strict) for k, v in kwargs.items()}))
+    return call
+
+
+class _Flags:
+    """cupy's flags: no ``writeable`` (every device buffer can be written)."""
+
+    def __init__(self, array: np.ndarray):
+        self.c_contiguous = array.flags.c_contiguous
+        self.f_contiguous = array.flags.f_contiguous
+        self.owndata = array.flags.owndata
+
+
+class _Device:
+    id = 0
+
+
+class DeviceArray:
+    """A cupy-like array whose buffer is a numpy array in host memory. Like a cupy
+    array, it is not a numpy array: ``np.asarray`` of it raises, ``.get()`` copies it to
+    the host, and mixing it with numpy arrays is a TypeError."""
+
+    __slots__ = ("_host_buffer",)
+    __hash__ = None
+    device = _Device()
+
+    def __init__(self, buffer: np.ndarray):
+        self._host_buffer = buffer
+
+    def get(self) -> np.ndarray:
+        return self._host_buffer.copy()
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError("Implicit conversion to a NumPy array is not allowed. "
+                        "Please use `.get()` to construct a NumPy array explicitly.")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _device_call(getattr(ufunc, method))(*inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _device_call(func)(*args, **kwargs)
+
+    @property
+    def flags(self) -> _Flags:
+        return _Flags(self._host_buffer)
+
+    @property
+    def base(self):
+        return None if self._host_buffer.base is None else DeviceArray(self._host_buffer.base)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return {"shape": self.shape, "typestr": self.dtype.str, "version": 3,
+                "data": (self._host_buffer.ctypes.data, False), "strides": self.strides}
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):  # no __array_interface__, buffer or other host protocols
+            raise AttributeError(name)
+        attribute = getattr(self._host_buffer, name)
+        return _device_call(attribute, strict=False) if callable(attribute) else _wrap(attribute)
+
+    def __getitem__(self, key):
+        return _wrap(self._host_buffer[_unwrap(key, strict=False)])
+
+    def __setitem__(self, key, value) -> None:
+        self._host_buffer[_unwrap(key, strict=False)] = _unwrap(value, strict=False)
+
+    def __len__(self) -> int:
+        return len(self._host_buffer)
+
+    def __iter__(self):
+        return (_wrap(row) for row in self._host_buffer)
+
+    def __bool__(self) -> bool:
+        return bool(self._host_buffer)
+
+    def __int__(self) -> int:
+        return int(self._host_buffer)
+
+    def __float__(self) -> float:
+        return float(self._host_buffer)
+
+    def __complex__(self) -> complex:
+        return complex(self._host_buffer)
+
+    def __repr__(self) -> str:
+        return f"device({self._host_buffer!r})"
+
+
+def _operator(name: str):
+    def apply(self, *other):
+        result = getattr(self._host_buffer, name)(*_unwrap(other, strict=True))
+        return self if result is self._host_buffer else _wrap(result)
+    apply.__name__ = name
+    return apply
+
+
+for _name in ("add sub mul truediv floordiv mod pow and or xor lshift rshift".split()):
+    for _form in ("__{}__", "__r{}__", "__i{}__"):
+        setattr(DeviceArray, _form.format(_name), _operator(_form.format(_name)))
+for _name in ("eq ne lt le gt ge neg pos abs invert".split()):
+    setattr(DeviceArray, f"__{_name}__", _operator(f"__{_name}__"))
+
+
+class _CupyOnCPU:
+    """The cupy module over device arrays in host memory: numpy's functions, which take
+    and return device arrays, cupy's stable argsort, and the emulated ElementwiseKernel."""
+
+    ndarray = DeviceArray
     ElementwiseKernel = ElementwiseKernel
 
     def __getattr__(self, name: str):
-        return getattr(np, name)
+        attribute = getattr(np, name)
+        if isinstance(attribute, type) or not callable(attribute):
+            return attribute  # dtypes and constants
+        return _device_call(attribute)
 
     @staticmethod
-    def argsort(a, axis=-1, kind=None):
-        return np.argsort(a, axis=axis, kind="stable")  # cupy's sort is stable
+    def asarray(value, dtype=None) -> DeviceArray:
+        """A device copy of a host value (cupy copies to the device); a device array as is."""
+        if isinstance(value, DeviceArray) and (dtype is None or value.dtype == dtype):
+            return value
+        host = value.get() if isinstance(value, DeviceArray) else value
+        return DeviceArray(np.array(host, dtype=dtype, copy=True))
+
+    @staticmethod
+    def array(value, dtype=None, copy=True) -> DeviceArray:
+        host = value.get() if isinstance(value, DeviceArray) else value
+        return DeviceArray(np.array(host, dtype=dtype, copy=True))
+
+    @staticmethod
+    def argsort(a, axis=-1, kind=None) -> DeviceArray:
+        return _device_call(np.argsort)(a, axis=axis, kind="stable")  # cupy's sort is stable
+
+    @staticmethod
+    def asnumpy(a) -> np.ndarray:
+        return a.get() if isinstance(a, DeviceArray) else np.asarray(a)
 
     def __repr__(self) -> str:
         return "<cupy emulated on the CPU>"

@@ -37,9 +37,24 @@ class SimulatedGPU(Device):
 
 
 class EmulatedGPU(SimulatedGPU):
-    """The simulated GPU, whose CUDA kernels run compiled for the CPU."""
+    """A GPU of cupy-like arrays in host memory whose CUDA kernels run compiled for the
+    CPU (tests/cuda_emulator.py): its arrays are not numpy arrays, so a missing copy or
+    a host-only call on a device array fails here as on a real GPU."""
 
     xp = cuda_emulator.cupy_on_cpu
+
+    def from_host(self, array):
+        if isinstance(array, np.ndarray) and array.dtype == object:
+            raise TypeError("string tensors cannot live on a GPU")
+        self.copies_in += 1
+        return self.xp.asarray(array)
+
+    def to_host(self, array):
+        self.copies_out += 1
+        return self.xp.asnumpy(array).copy() if isinstance(array, np.ndarray) else array.get()
+
+    def holds(self, array):
+        return isinstance(array, cuda_emulator.DeviceArray)
 
 
 CUDA = next((d for d in gf.list_devices() if d.device_type == "gpu"), None)

@@ -261,13 +261,15 @@ def test_a_fed_value_copied_to_the_gpu_is_never_forwarded(kind):
 def test_a_device_array_feed_can_be_fetched_back(kind):
     """A feed that already lives on the GPU comes back from run as a numpy array, fetched
     as it is or read by a CPU node."""
-    scope = gf.Scope(gf.Graph())
+    scope = gf.Scope(gf.Graph()).with_device("/cpu:0")
     x = scope.placeholder(gf.float32, shape=[3], name="x")
-    y = scope.with_device("/cpu:0").neg(x, name="y")
+    y = scope.neg(x, name="y")
     devices = gpu_session_devices(kind)
     fed = devices[1].from_host(np.arange(3, dtype=np.float32))
     with gf.Session(scope.graph, devices=devices) as sess:
+        alone = sess.run(x, {x: fed})
         got_x, got_y = sess.run([x, y], {x: fed})
+    assert type(alone) is np.ndarray and alone.tolist() == [0, 1, 2]
     assert type(got_x) is np.ndarray and type(got_y) is np.ndarray
     assert got_x.tolist() == [0, 1, 2] and got_y.tolist() == [0, -1, -2]
 

@@ -49,11 +49,11 @@ def _case(dtype: np.dtype, op: str, unique: bool, seed: int = 0):
 
 def _both(out, offsets, rows, op, deterministic):
     """The CPU result and the emulated CUDA kernels' result, each on a copy of ``out``."""
-    expected, got = out.copy(), out.copy()
+    expected, got = out.copy(), XP.asarray(out)
     with np.errstate(invalid="ignore"):  # as the executor runs kernels
         gpu_index.scatter(np, expected, offsets, rows, op, deterministic)
-        gpu_index.scatter(XP, got, offsets, rows, op, deterministic)
-    return expected, got
+        gpu_index.scatter(XP, got, XP.asarray(offsets), XP.asarray(rows), op, deterministic)
+    return expected, got.get()
 
 
 @pytest.mark.parametrize("deterministic", [False, True], ids=["atomic", "deterministic"])
@@ -90,10 +90,10 @@ def test_gather_kernel_agrees_with_cpu(dtype):
     source = _values(rng, dtype, (6, 4), nans=False)
     offsets = np.array([5, -1, 0, 5, 2, -1], np.int64)
     expected = np.full((6, 4), 1, dtype)
-    got = expected.copy()
+    got = XP.asarray(expected)
     gpu_index.gather(np, source, offsets, expected)
-    gpu_index.gather(XP, source, offsets, got)
-    assert_same(got, expected, "gather")
+    gpu_index.gather(XP, XP.asarray(source), XP.asarray(offsets), got)
+    assert_same(got.get(), expected, "gather")
 
 
 # -- the emulator runs the kernel text: a planted bug is caught ----------------------------------
@@ -123,6 +123,21 @@ def test_a_planted_kernel_bug_is_caught(monkeypatch, fresh_kernels, table, op, p
 
 def test_kernel_arguments_are_checked():
     kernel = gpu_index._gather_kernel(XP)
-    source, out = np.zeros(4, np.float32), np.zeros(4, np.float64)
+    offsets, source = XP.zeros(2, np.int64), XP.zeros(4, np.float32)
     with pytest.raises(TypeError, match="out must be a one-dimensional float32 array"):
-        kernel(np.zeros(2, np.int64), source, 2, out)
+        kernel(offsets, source, 2, XP.zeros(4, np.float64))
+    with pytest.raises(TypeError, match="numpy array where cupy wants a cupy array"):
+        kernel(offsets, source, 2, np.zeros(4, np.float32))
+
+
+def test_device_arrays_are_not_host_arrays():
+    """As with cupy: no implicit conversion, no mixing with numpy arrays."""
+    device = XP.arange(3)
+    assert not isinstance(device, np.ndarray) and isinstance(device, XP.ndarray)
+    with pytest.raises(TypeError, match="Implicit conversion"):
+        np.asarray(device)
+    with pytest.raises(TypeError, match="numpy array where cupy wants"):
+        device + np.ones(3, np.int64)
+    with pytest.raises(TypeError, match="numpy array where cupy wants"):
+        XP.where(np.ones(3, bool), device, 0)
+    assert (device + 1).get().tolist() == [1, 2, 3] and int(device.max()) == 2
