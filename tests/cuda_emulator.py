@@ -37,7 +37,6 @@ C_TYPES = {"float16": "float16", "float32": "float", "float64": "double",
            "uint64": "unsigned long long", "bool": "bool", "complex64": "complex<float>",
            "complex128": "complex<double>"}
 
-COMPILER = shutil.which(os.environ.get("CXX", "g++"))
 
 
 # -- the CUDA source, as cupy's ElementwiseKernel wraps a body -----------------------------------
@@ -122,6 +121,25 @@ def emulated_source(kernel: "ElementwiseKernel", dtype: np.dtype) -> str:
             f"  for (long long k = 0; k < n; ++k) {{\n"
             f"    threadIdx.x = order[k];\n"
             f"    {kernel.name}({', '.join(call)}, n);\n  }}\n}}\n")
+
+
+def _working_compiler() -> str | None:
+    """The host C++ compiler ($CXX, else g++), if it builds the shim (which needs C++17
+    and ``_Float16``: GCC 12 or newer on x86-64); None otherwise."""
+    compiler = shutil.which(os.environ.get("CXX", "g++"))
+    if compiler is None:
+        return None
+    with tempfile.TemporaryDirectory() as build:
+        source = pathlib.Path(build) / "probe.cpp"
+        source.write_text(SHIM + COMPLEX_SHIM + "float16 gf_probe(float16 x) { return x + x; }\n")
+        probe = subprocess.run([compiler, "-std=c++17", "-fsyntax-only", str(source)],
+                               capture_output=True)
+    return compiler if probe.returncode == 0 else None
+
+
+COMPILER = _working_compiler()
+#: why the emulator's tests skip when COMPILER is None
+NEEDS = "needs a C++17 compiler with _Float16 (GCC 12 or newer)"
 
 
 @functools.cache

@@ -63,7 +63,7 @@ CUDA = next((d for d in gf.list_devices() if d.device_type == "gpu"), None)
 #: sees a CUDA device.
 GPU_KINDS = ["simulated",
              pytest.param("emulated", marks=pytest.mark.skipif(
-                 cuda_emulator.COMPILER is None, reason="needs a C++ compiler")),
+                 cuda_emulator.COMPILER is None, reason=cuda_emulator.NEEDS)),
              pytest.param("cuda", marks=[
     pytest.mark.gpu, pytest.mark.skipif(CUDA is None, reason="needs cupy and a CUDA device")])]
 

@@ -16,7 +16,7 @@ from graphflow.ops import gpu_index
 import cuda_emulator
 from fuzz.check import assert_same
 
-pytestmark = pytest.mark.skipif(cuda_emulator.COMPILER is None, reason="needs a C++ compiler")
+pytestmark = pytest.mark.skipif(cuda_emulator.COMPILER is None, reason=cuda_emulator.NEEDS)
 
 XP = cuda_emulator.cupy_on_cpu
 OPS = ["update", "add", "sub", "min", "max"]
