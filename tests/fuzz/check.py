@@ -63,6 +63,25 @@ CONFIGS = (
 GPU_CONFIGS = tuple(dataclasses.replace(
     run, name=f"gpu, {run.name}", config=dataclasses.replace(run.config, deterministic=True))
     for run in CONFIGS)
+#: On a GPU, for a graph whose results do not depend on the order of its updates: the
+#: default kernels (atomics, racing stores), which must then equal the references too.
+GPU_ATOMICS = RunConfig("gpu, default (atomics)", gf.SessionConfig(inter_op_threads=1))
+_ORDERED_SCATTERS = ("ScatterNd", "TensorScatterAdd", "TensorScatterSub", "TensorScatterMin",
+                     "TensorScatterMax")
+
+
+def _order_free(spec: GraphSpec, outcomes: dict) -> bool:
+    """Whether every scatter of ``spec`` is an integer sum, min or max, and nothing stores
+    in parallel (TensorScatterUpdate, ParallelDynamicStitch): then any update order
+    gives the reference's result."""
+    for k, node in enumerate(spec.nodes):
+        if node.op in ("TensorScatterUpdate", "ParallelDynamicStitch"):
+            return False
+        if node.op in _ORDERED_SCATTERS:
+            result = outcomes[Ref(k)]
+            if not isinstance(result, np.ndarray) or result.dtype.kind not in "iu":
+                return False
+    return True
 
 
 def _event(name: str) -> None:
@@ -263,7 +282,13 @@ def _check_graph(spec: GraphSpec, gpu: str | None = None) -> None:
     good = [r for r in built.outputs if isinstance(first.outcomes[r], np.ndarray)]
     if on_gpu:
         _gpu_events(spec, first.outcomes)
-    configs = GPU_CONFIGS if on_gpu else CONFIGS
+    configs = CONFIGS
+    if on_gpu:
+        configs = GPU_CONFIGS
+        if _order_free(spec, first.outcomes):
+            configs += (GPU_ATOMICS,)
+            if any(node.op in _ORDERED_SCATTERS for node in spec.nodes):
+                _event("gpu: integer scatters also through the atomics")
     for run in configs:
         devices = gpu_session_devices(gpu) if on_gpu else None
         with _scheduling(run), gf.Session(scope.graph, run.config, devices=devices) as sess:

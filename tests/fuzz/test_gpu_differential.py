@@ -4,7 +4,10 @@ the plain-loop references under TensorFlow's GPU semantics bit for bit (an out-o
 index skipped by the scatters, zeros from GatherNd, bad_indices_policy="ERROR" raising
 on the first bad index; partition and stitch errors as on the CPU), string nodes
 staying on the CPU and every other node with a GPU kernel placed on the GPU
-(tests/fuzz/check.py). "simulated" runs the GPU kernels on numpy on any machine;
+(tests/fuzz/check.py). A graph whose scatters are all integer sums, mins and maxes
+also runs with the default kernels (atomics), which must then agree too.
+"simulated" runs the GPU kernels on numpy on any machine; "emulated" runs their
+CUDA source compiled for the CPU, on cupy-like arrays (tests/cuda_emulator.py);
 "cuda" runs where cupy sees a CUDA device."""
 from __future__ import annotations
 
