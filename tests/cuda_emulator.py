@@ -38,7 +38,6 @@ C_TYPES = {"float16": "float16", "float32": "float", "float64": "double",
            "complex128": "complex<double>"}
 
 
-
 # -- the CUDA source, as cupy's ElementwiseKernel wraps a body -----------------------------------
 def parse_params(params: str) -> list[tuple[bool, str, str]]:
     """``"raw int64 offsets, T value"`` -> ``[(True, "int64", "offsets"), (False, "T", "value")]``."""
