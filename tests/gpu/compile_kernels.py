@@ -18,7 +18,8 @@ from cupy.cuda import nvrtc
 import graphflow.ops.gpu_index as gpu_index
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))
-from cuda_emulator import C_TYPES, kernel_function  # noqa: E402  (tests/)
+from cuda_emulator import (C_TYPES, ElementwiseKernel, cupy_on_cpu,  # noqa: E402
+                           kernel_function)  # (tests/)
 
 CUPY_INCLUDE = pathlib.Path(cupy.__file__).parent / "_core" / "include"
 INCLUDES = [CUPY_INCLUDE, *sorted((CUPY_INCLUDE / "cupy" / "_cccl").glob("*"))]
@@ -28,21 +29,10 @@ HEADER = "".join(f"#include <cupy/{h}>\n" for h in
                  ("complex.cuh", "carray.cuh", "float16.cuh", "atomics.cuh"))
 
 
-class _Kernel:
-    """An ElementwiseKernel's parts, recorded instead of compiled by cupy."""
-
-    def __init__(self, params, outputs, body, name, preamble=""):
-        self.params, self.outputs, self.body, self.name = params, outputs, body, name
-        self.preamble = preamble
-
-    def source(self, c_type: str) -> str:
-        """The kernel as cupy's ElementwiseKernel would wrap it, for the C type ``c_type``."""
-        return (f"{HEADER}typedef {c_type} T;\n{self.preamble}\nextern \"C\" "
-                f"{kernel_function(self.params, self.outputs, self.body, self.name)}")
-
-
-class _RecordingCupy:
-    ElementwiseKernel = _Kernel
+def nvrtc_source(kernel: ElementwiseKernel, c_type: str) -> str:
+    """The kernel as cupy's ElementwiseKernel would wrap it, for the C type ``c_type``."""
+    return (f"{HEADER}typedef {c_type} T;\n{kernel.preamble}\nextern \"C\" "
+            f"{kernel_function(kernel.in_params, kernel.out_params, kernel.operation, kernel.name)}")
 
 
 def compile_log(source: str) -> str | None:
@@ -57,7 +47,7 @@ def compile_log(source: str) -> str | None:
 
 
 def main() -> int:
-    xp = _RecordingCupy
+    xp = cupy_on_cpu  # its kernels keep their parts; NVRTC compiles them here
     ordered = [t for t in C_TYPES if not t.startswith("complex") and t != "bool"]
     checks = [("gather", gpu_index._gather_kernel(xp), list(C_TYPES))]
     for op, types in (("update", list(C_TYPES)), ("add", gpu_index.ATOMIC_ADD_TYPES),
@@ -69,7 +59,7 @@ def main() -> int:
     failures = 0
     for label, kernel, types in checks:
         for type_name in types:
-            log = compile_log(kernel.source(C_TYPES[type_name]))
+            log = compile_log(nvrtc_source(kernel, C_TYPES[type_name]))
             if log:
                 failures += 1
                 print(f"FAILED {label} {type_name}:\n{log[-3000:]}")
