@@ -3,6 +3,7 @@ whether it may write into an input's buffer."""
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any, Mapping
 
 import numpy as np
@@ -20,12 +21,12 @@ class KernelContext:
     """
 
     __slots__ = ("node_name", "op_type", "attrs", "device", "xp", "config",
-                 "forwardable", "forward_counter", "memory_limit", "cache")
+                 "forwardable", "forward_counter", "memory_limit", "cache", "buffers")
 
     def __init__(self, node_name: str, op_type: str, attrs: Mapping[str, Any], *,
                  device=None, xp=np, config=None, forwardable: tuple[bool, ...] = (),
                  forward_counter: "itertools.count | None" = None,
-                 memory_limit: int | None = None):
+                 memory_limit: int | None = None, buffers=None):
         self.node_name = node_name
         self.op_type = op_type
         self.attrs = attrs
@@ -36,6 +37,7 @@ class KernelContext:
         self.forward_counter = forward_counter
         self.memory_limit = memory_limit
         self.cache: dict = {}  # per-plan state a kernel may keep (e.g. a constant on the device)
+        self.buffers = buffers  # the plan's pool of dead intermediates (runtime/memory.py)
 
     @property
     def deterministic(self) -> bool:
@@ -54,6 +56,31 @@ class KernelContext:
             return array
         self.check_allocation(array.size, array.dtype)
         return array.copy()
+
+    def empty(self, shape, dtype):
+        """An uninitialized output buffer: a dead intermediate of the same shape and dtype
+        from the plan's pool when there is one, else a new array. Kernels that write every
+        element ask for their outputs here instead of calling ``np.empty``/``np.zeros``."""
+        shape = tuple(int(d) for d in shape)
+        dtype = np.dtype(dtype)
+        if self.buffers is not None and self.xp is np:
+            buffer = self.buffers.take(shape, dtype)
+            if buffer is not None:
+                return buffer
+        self.check_allocation(math.prod(shape), dtype)
+        return self.xp.empty(shape, dtype)
+
+    def zeros(self, shape, dtype):
+        """A zero-filled output buffer (see :meth:`empty`)."""
+        shape = tuple(int(d) for d in shape)
+        dtype = np.dtype(dtype)
+        if self.buffers is not None and self.xp is np:
+            buffer = self.buffers.take(shape, dtype)
+            if buffer is not None:
+                buffer.fill(0)
+                return buffer
+        self.check_allocation(math.prod(shape), dtype)
+        return self.xp.zeros(shape, dtype)
 
     def check_allocation(self, num_elements: int, dtype) -> None:
         """Raise ResourceExhaustedError before allocating past the memory limit.

@@ -1,0 +1,90 @@
+"""numba, as graphflow's kernels use it: one decorator and one cache folder.
+
+Every compiled CPU kernel goes through :func:`kernel`:
+
+- ``nogil=True``: the loops release the GIL, so the runtime splits big calls over
+  its own intra-op pool (``ops/intra_op.py``) and runs independent nodes on its
+  inter-op pool. numba's own ``parallel=True`` is not used: its threading layers
+  differ in thread safety (the default ``workqueue`` layer aborts when two
+  threads enter a parallel region at once), and a Session may be shared by many
+  threads.
+- ``error_model="numpy"``: a float division by zero gives inf/NaN, as numpy's does,
+  instead of raising ZeroDivisionError.
+- no ``fastmath``: results are bit-identical to numpy's (and TensorFlow's).
+- ``cache=True``, in a user cache folder (:func:`cache_dir`), not next to the
+  sources, so it works when site-packages is read-only. ``GRAPHFLOW_CACHE_DIR``
+  overrides the folder; ``GRAPHFLOW_JIT_CACHE=0`` turns the disk cache off.
+
+Compiling one signature costs 0.1-0.3 s the first time; a kernel loaded from the
+disk cache costs a few milliseconds.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import numba
+import numpy as np
+from numba.core import caching as _caching
+
+#: dtypes numba compiles loops for. float16 is left to numpy (numba has no float16
+#: arithmetic on the CPU), strings and objects too.
+JIT_DTYPES = frozenset(np.dtype(t) for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+    np.uint64, np.float32, np.float64, np.complex64, np.complex128))
+
+
+def jittable(*dtypes) -> bool:
+    """Whether numba compiles loops over arrays of every one of ``dtypes``."""
+    return all(np.dtype(d) in JIT_DTYPES for d in dtypes)
+
+
+def cache_dir() -> Path:
+    """The folder compiled kernels are cached in: ``$GRAPHFLOW_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/graphflow`` (``~/.cache/graphflow``), one subfolder per numba
+    version."""
+    root = os.environ.get("GRAPHFLOW_CACHE_DIR")
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "graphflow")
+    return Path(root) / f"numba-{numba.__version__}"
+
+
+def _cache_enabled() -> bool:
+    return os.environ.get("GRAPHFLOW_JIT_CACHE", "1") not in ("0", "false", "no")
+
+
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the folder holding ops/ (installed or not)
+
+
+class _GraphflowCacheLocator(_caching._SourceFileBackedLocatorMixin, _caching._CacheLocator):
+    """Caches graphflow's kernels (and generated fused kernels, whose sources live in
+    :func:`cache_dir`) under :func:`cache_dir`, keyed by the source file's path."""
+
+    def __init__(self, py_func, py_file):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        self._cache_path = str(cache_dir() / self.get_suitable_cache_subpath(py_file))
+
+    def get_cache_path(self):
+        return self._cache_path
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        path = Path(py_file).resolve()
+        if not (path.is_relative_to(_PACKAGE_ROOT) or path.is_relative_to(cache_dir().resolve())):
+            return None
+        return super().from_function(py_func, py_file)
+
+
+if _GraphflowCacheLocator not in _caching.CacheImpl._locator_classes:
+    _caching.CacheImpl._locator_classes.insert(0, _GraphflowCacheLocator)
+
+
+def kernel(fn: Callable | None = None, **options) -> Callable:
+    """``numba.njit`` with graphflow's options (see the module docstring)."""
+    options = {"nogil": True, "error_model": "numpy", "cache": _cache_enabled(), **options}
+    if fn is None:
+        return lambda f: numba.njit(**options)(f)
+    return numba.njit(**options)(fn)
