@@ -1,0 +1,229 @@
+"""The passes that turn a (fetches, feeds) signature into a plan, in order:
+
+    prune -> rewrite -> require_feeds -> place -> fuse -> locate -> liveness -> schedule
+
+Each is a small function of the previous passes' results, testable alone; the
+Plan (runtime/executor.py) runs them once per signature and compiles the steps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Collection, Sequence
+
+from graphflow.errors import InvalidArgumentError
+from graphflow.graph import Operation, Output
+from graphflow.kernel_context import KernelContext
+
+from .device import Device
+from .steps import CopyStep, KernelStep, Step
+
+
+# -- prune ----------------------------------------------------------------------------
+def prune(fetches: Sequence, fed: Collection[Output], subst: dict | None = None) -> list[Operation]:
+    """The ops the fetches need, in creation (= topological) order. A fed output
+    needs nothing; ``subst`` replaces outputs by those of rewritten nodes."""
+    subst = subst or {}
+    needed: set[Operation] = set()
+    stack: list[Operation] = []
+    for f in fetches:
+        if isinstance(f, Output):
+            if f not in fed:
+                stack.append(f.op)
+        else:
+            stack.append(f)
+    while stack:
+        op = stack.pop()
+        if op in needed:
+            continue
+        needed.add(op)
+        for i in op.inputs:
+            i = subst.get(i, i)
+            if i not in fed and i.op not in needed:
+                stack.append(i.op)
+        stack.extend(c for c in op.control_inputs if c not in needed)
+    return sorted(needed, key=lambda op: op._id)
+
+
+# -- require_feeds --------------------------------------------------------------------
+def require_feeds(ops: Sequence[Operation], fed: Collection[Output]) -> None:
+    """A Placeholder the fetches need must be fed: TensorFlow's error otherwise."""
+    for op in ops:
+        if op.type == "Placeholder" and not all(o in fed for o in op.outputs):
+            shape = op.attrs["shape"]
+            raise InvalidArgumentError(
+                f"You must feed a value for placeholder tensor '{op.name}' with dtype "
+                f"{op.attrs['dtype'].name}" + ("" if shape.rank is None else f" and shape {shape}"),
+                op.name, op.type, site=op.site)
+
+
+# -- locate ---------------------------------------------------------------------------
+@dataclass
+class Layout:
+    """Where every value lives: one slot per value (and per device copy of it), and
+    the steps that fill them, in an order that respects every dependency."""
+
+    steps: list[Step]
+    num_slots: int
+    feed_slots: list[int]
+    fetch_slots: list[int | None]
+    fetch_devices: list[Device]
+    slot_device: list[Device | None]  # None: a feed, which may live on any device
+    junk_slot: int
+
+
+def locate(ops: Sequence[Operation], placement: dict[Operation, Device],
+           feeds: Sequence[Output], fetches: Sequence, subst: dict[Output, Output],
+           devices: Sequence[Device], replaced: dict[Operation, tuple[str, ...]] | None = None
+           ) -> Layout:
+    """Give every value a slot and every op a KernelStep; insert a CopyStep wherever
+    a value is read on another device than the one it lives on. A feed is an ordinary
+    value whose device is known only at run time: each device that reads it gets a
+    copy step, which passes the value through when that device already holds it."""
+    replaced = replaced or {}
+    fed = set(feeds)
+    slot_device: list[Device | None] = []
+
+    def new_slot(device: Device | None) -> int:
+        slot_device.append(device)
+        return len(slot_device) - 1
+
+    slot_of: dict[Output, int] = {o: new_slot(None) for o in feeds}
+    feed_slots = [slot_of[o] for o in feeds]
+    junk = new_slot(None)
+    for op in ops:
+        for o in op.outputs:
+            if o not in fed:
+                slot_of[o] = new_slot(placement[op])
+
+    steps: list[Step] = []
+    copies: dict[tuple[int, Device], int] = {}
+    host_devices = tuple(devices)
+
+    def slot_on(src: Output, device: Device) -> int:
+        slot = slot_of[src]
+        if slot_device[slot] is device:
+            return slot
+        key = (slot, device)
+        if key not in copies:
+            copies[key] = new_slot(device)
+            source = slot_device[slot]
+            steps.append(CopyStep(device, [slot], [copies[key]], label=f"copy {src.name} -> {device.name}",
+                                  fresh=source is not None, source=source,
+                                  holders=host_devices if source is None else ()))
+        return copies[key]
+
+    for op in ops:
+        device = placement[op]
+        inputs = []
+        for arg in op.grouped_inputs():
+            if isinstance(arg, list):
+                inputs.append([slot_on(subst.get(o, o), device) for o in arg])
+            else:
+                inputs.append(slot_on(subst.get(arg, arg), device))
+        outputs = [junk if o in fed else slot_of[o] for o in op.outputs]
+        steps.append(KernelStep(device, inputs, outputs, label=op.name, op=op,
+                                fresh=op.op_def.fresh_outputs, replaces=replaced.get(op, ())))
+
+    fetch_slots: list[int | None] = []
+    fetch_devices: list[Device] = []
+    host = next(d for d in devices if d.device_type == "cpu")
+    for f in fetches:
+        if isinstance(f, Output):
+            slot = slot_of[f]
+            fetch_slots.append(slot)
+            fetch_devices.append(slot_device[slot] or host)
+        else:
+            fetch_slots.append(None)
+            fetch_devices.append(host)
+    return Layout(steps, len(slot_device), feed_slots, fetch_slots, fetch_devices,
+                  slot_device, junk)
+
+
+# -- liveness -------------------------------------------------------------------------
+@dataclass
+class Liveness:
+    """Who reads each slot, where it dies, and which inputs a kernel may write into."""
+
+    use_counts: list[int]
+    releases: list[list[int]]          # per step: the slots it is the last reader of
+    pinned: frozenset[int]             # fetched slots: never released
+    forwardable: list[tuple[bool, ...]] = field(default_factory=list)  # per step, per input
+
+
+def liveness(layout: Layout) -> Liveness:
+    """Count readers, find each slot's last reader, and decide buffer forwarding: a
+    kernel may write into input ``i`` when the value is a fresh buffer of a kernel or
+    a real copy, is read by this step only, and is neither fed nor fetched."""
+    steps = layout.steps
+    readers: dict[int, int] = {}
+    last_reader: dict[int, int] = {}
+    for k, s in enumerate(steps):
+        for i in s.flat_inputs:
+            readers[i] = readers.get(i, 0) + 1
+            last_reader[i] = k
+    pinned = frozenset(s for s in layout.fetch_slots if s is not None)
+    feeds = set(layout.feed_slots)
+    fresh = {o: s.fresh for s in steps for o in s.outputs}
+    releases: list[list[int]] = [[] for _ in steps]
+    for slot, k in last_reader.items():
+        if slot not in pinned:
+            releases[k].append(slot)
+    forwardable = [
+        tuple(isinstance(a, int) and a not in feeds and a not in pinned
+              and fresh.get(a, False) and readers.get(a) == 1 for a in s.inputs)
+        for s in steps]
+    return Liveness([readers.get(i, 0) for i in range(layout.num_slots)], releases, pinned,
+                    forwardable)
+
+
+def attach_contexts(layout: Layout, live: Liveness, config, forward_counter, buffers) -> None:
+    """Give every kernel step its KernelContext (attrs, device, forwarding, buffer pool)."""
+    for s, forwardable in zip(layout.steps, live.forwardable):
+        if isinstance(s, KernelStep):
+            s.ctx = KernelContext(
+                s.op.name, s.op.type, s.op.attrs, device=s.device, xp=s.device.xp, config=config,
+                forwardable=forwardable, forward_counter=forward_counter,
+                memory_limit=config.memory_limit_bytes,
+                buffers=buffers if s.device.device_type == "cpu" else None)
+
+
+# -- schedule -------------------------------------------------------------------------
+@dataclass
+class Schedule:
+    """The dependency counts of a parallel run (dask-style)."""
+
+    waiting: list[int]
+    dependents: list[list[int]]
+
+
+def schedule(steps: Sequence[Step]) -> Schedule:
+    """Each step waits for the producers of its inputs and for its control inputs."""
+    producer = {o: k for k, s in enumerate(steps) for o in s.outputs}
+    step_of_op = {s.op: k for k, s in enumerate(steps) if isinstance(s, KernelStep)}
+    deps: list[set[int]] = []
+    for s in steps:
+        d = {producer[i] for i in s.flat_inputs if i in producer}
+        if isinstance(s, KernelStep):
+            d |= {step_of_op[c] for c in s.op.control_inputs if c in step_of_op}
+        deps.append(d)
+    dependents: list[list[int]] = [[] for _ in steps]
+    for k, d in enumerate(deps):
+        for j in d:
+            dependents[j].append(k)
+    return Schedule([len(d) for d in deps], dependents)
+
+
+def worth_parallel(steps: Sequence[Step], heavy_elements: int) -> bool:
+    """True when at least two heavy kernel steps could run at the same time."""
+    depth: dict[int, int] = {}
+    heavy_at: dict[int, int] = {}
+    for s in steps:
+        d = 1 + max((depth.get(i, 0) for i in s.flat_inputs), default=0)
+        for o in s.outputs:
+            depth[o] = d
+        if isinstance(s, KernelStep) and any(
+                (o.shape.num_elements() or heavy_elements) >= heavy_elements for o in s.op.outputs):
+            heavy_at[d] = heavy_at.get(d, 0) + 1
+            if heavy_at[d] >= 2:
+                return True
+    return False

@@ -1,0 +1,189 @@
+"""The two kinds of plan step, and the closures that run them.
+
+A step reads its inputs from a list of value slots and writes its outputs
+there. ``KernelStep`` calls one op's kernel; ``CopyStep`` moves a value to the
+device that reads it (a no-op when it already lives there, as a fed device
+array may).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from graphflow.errors import InternalError
+from graphflow.graph import Operation
+from graphflow.kernel_context import KernelContext
+
+from .device import Device
+
+
+@dataclass(eq=False)
+class Step:
+    """What every step has: where it runs, which slots it reads and writes."""
+
+    device: Device
+    inputs: list                   # slot per input arg (a list of slots for list args)
+    outputs: list[int]             # slot per output (the junk slot for a fed output)
+    label: str = ""
+    flat_inputs: list[int] = field(default_factory=list)
+    run: Callable | None = None    # the compiled closure: run(slots)
+
+    op: Operation | None = None    # the node a kernel step runs
+    fresh: bool = False            # its outputs are new buffers (may be written in place)
+
+    def __post_init__(self):
+        self.flat_inputs = [i for a in self.inputs for i in (a if isinstance(a, list) else [a])]
+
+    @property
+    def name(self) -> str:
+        return self.label
+
+    @property
+    def type(self) -> str:
+        return self.op.type if self.op is not None else "_Copy"
+
+
+@dataclass(eq=False)
+class KernelStep(Step):
+    """One kernel call of ``op``."""
+
+    ctx: KernelContext | None = None
+    replaces: tuple[str, ...] = ()  # the user's nodes a fused step computes
+
+    def kernel(self) -> Callable:
+        """The kernel function as this step calls it: bound to its device, and held to
+        the op's promise of fresh outputs."""
+        op = self.op
+        fn = op.op_def.find_kernel(self.device.device_type, dict(op.attrs)).fn
+        return self.device.bind(_private_outputs(fn, op) if op.op_def.fresh_outputs else fn)
+
+    def compile(self, release: Sequence[int], release_fn) -> Callable:
+        return _kernel_closure(self, tuple(release), release_fn)
+
+
+@dataclass(eq=False)
+class CopyStep(Step):
+    """Moves one value to ``device`` through the host. The value of a feed may already
+    live there (a device array fed in): the copy then passes it through."""
+
+    source: Device | None = None         # where the value lives; None for a feed
+    holders: tuple[Device, ...] = ()     # for a feed: the devices it may live on
+
+    def compile(self, release: Sequence[int], release_fn) -> Callable:
+        (src,), (dst,) = self.inputs, self.outputs
+        device, release = self.device, tuple(release)
+        on_host = device.device_type == "cpu"
+        if self.source is not None:
+            to_host = None if self.source.device_type == "cpu" else self.source.to_host
+
+            def move(v):
+                if to_host is not None:
+                    v = to_host(v)
+                return v if on_host else device.from_host(v)
+        else:
+            holds, devices = device.holds, [h for h in self.holders if h.device_type != "cpu"]
+
+            def move(v):
+                if holds(v):
+                    return v
+                for h in devices:
+                    if h.holds(v):
+                        v = h.to_host(v)
+                        break
+                return v if on_host else device.from_host(v)
+
+        def copy(s):
+            s[dst] = move(s[src])
+            for f in release:
+                release_fn(s, f)
+        return copy
+
+
+def _kernel_closure(step: KernelStep, release: tuple[int, ...], release_fn) -> Callable:
+    """The closure that runs ``step`` on a list of slots and releases the slots whose
+    last reader it is."""
+    op = step.op
+    fn = step.kernel()
+    ctx = step.ctx
+    ins, outs = step.inputs, step.outputs
+    has_lists = any(isinstance(a, list) for a in ins)
+    # a kernel returns one array for one declared non-list output, else a sequence
+    returns_sequence = len(outs) != 1 or any(spec.is_list for spec in op.op_def.outputs)
+    if not has_lists and not returns_sequence and len(ins) <= 3:
+        (o,) = outs
+        if len(ins) == 0:
+            def step0(s):
+                s[o] = fn(ctx)
+                for f in release:
+                    release_fn(s, f)
+            return step0
+        if len(ins) == 1:
+            (a,) = ins
+
+            def step1(s):
+                s[o] = fn(ctx, s[a])
+                for f in release:
+                    release_fn(s, f)
+            return step1
+        if len(ins) == 2:
+            a, b = ins
+
+            def step2(s):
+                s[o] = fn(ctx, s[a], s[b])
+                for f in release:
+                    release_fn(s, f)
+            return step2
+        a, b, c = ins
+
+        def step3(s):
+            s[o] = fn(ctx, s[a], s[b], s[c])
+            for f in release:
+                release_fn(s, f)
+        return step3
+
+    n_out = len(outs)
+
+    def step_n(s):
+        args = [[s[j] for j in a] if isinstance(a, list) else s[a] for a in ins]
+        result = fn(ctx, *args)
+        if not returns_sequence:
+            s[outs[0]] = result
+        elif n_out:
+            result = list(result)
+            if len(result) != n_out:
+                raise InternalError(f"kernel of {op.type} returned {len(result)} values for "
+                                    f"{n_out} outputs")
+            for slot, value in zip(outs, result):
+                s[slot] = value
+        for f in release:
+            release_fn(s, f)
+    return step_n
+
+
+def _private_outputs(fn: Callable, op: Operation) -> Callable:
+    """``fn`` held to its op's promise of fresh outputs: an output that is one of its
+    inputs, or a view of one's memory, is copied, so that a user kernel returning ``x``
+    cannot let a later node write into ``x``. graphflow's own kernels are trusted
+    (their tests check it) and run unwrapped."""
+    if not op.inputs or getattr(fn, "__module__", "").startswith("graphflow."):
+        return fn
+    single = len(op.outputs) == 1 and not any(spec.is_list for spec in op.op_def.outputs)
+
+    def aliases(value, x) -> bool:
+        if value is x:
+            return True
+        base = getattr(value, "base", None)
+        return base is not None and (base is x or base is getattr(x, "base", None))
+
+    def owned(value, args):
+        for a in args:
+            if any(aliases(value, x) for x in (a if isinstance(a, list) else (a,))):
+                return value.copy()
+        return value
+
+    def checked(ctx, *args):
+        result = fn(ctx, *args)
+        if single:
+            return owned(result, args)
+        return [owned(r, args) for r in result]
+    return checked
