@@ -7,8 +7,11 @@ array may).
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
+
+import numpy as np
 
 from graphflow.errors import InternalError
 from graphflow.graph import Operation
@@ -161,29 +164,32 @@ def _kernel_closure(step: KernelStep, release: tuple[int, ...], release_fn) -> C
 
 
 def _private_outputs(fn: Callable, op: Operation) -> Callable:
-    """``fn`` held to its op's promise of fresh outputs: an output that is one of its
-    inputs, or a view of one's memory, is copied, so that a user kernel returning ``x``
-    cannot let a later node write into ``x``. graphflow's own kernels are trusted
-    (their tests check it) and run unwrapped."""
-    if not op.inputs or getattr(fn, "__module__", "").startswith("graphflow."):
+    """``fn`` held to its op's promise of fresh outputs (``register_op``'s
+    ``fresh_outputs=True``, which lets later nodes write into them): an output that is
+    not provably private is copied. Private means it owns its memory (not a view of an
+    input, or of anything) and nothing else holds it (not an input itself, nor a
+    buffer the kernel keeps in a global or in ``ctx.cache``: its reference count says
+    so). graphflow's own kernels are trusted (their tests check it) and run unwrapped."""
+    if getattr(fn, "__module__", "").startswith("graphflow."):
         return fn
     single = len(op.outputs) == 1 and not any(spec.is_list for spec in op.op_def.outputs)
+    getrefcount = sys.getrefcount
 
-    def aliases(value, x) -> bool:
-        if value is x:
-            return True
-        base = getattr(value, "base", None)
-        return base is not None and (base is x or base is getattr(x, "base", None))
-
-    def owned(value, args):
-        for a in args:
-            if any(aliases(value, x) for x in (a if isinstance(a, list) else (a,))):
-                return value.copy()
+    def private(value):
+        # held by: this frame's ``value`` and getrefcount's argument; a list result adds one
+        if isinstance(value, np.ndarray) and (value.base is not None or getrefcount(value) > limit):
+            return value.copy()
         return value
 
-    def checked(ctx, *args):
-        result = fn(ctx, *args)
-        if single:
-            return owned(result, args)
-        return [owned(r, args) for r in result]
+    if single:
+        limit = 2
+
+        def checked(ctx, *args):
+            value = fn(ctx, *args)
+            return private(value)
+    else:
+        limit = 3
+
+        def checked(ctx, *args):
+            return [private(v) for v in fn(ctx, *args)]
     return checked

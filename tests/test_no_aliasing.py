@@ -217,3 +217,61 @@ def test_mutating_fetched_results_does_not_change_later_runs(scope, threads, cal
         for g, w in zip(got if isinstance(got, list) else [got],
                         want if isinstance(want, list) else [want]):
             np.testing.assert_array_equal(g, w, err_msg=name)
+
+
+# -- user ops that break their promise of fresh outputs ----------------------------------
+# ``register_op`` declares outputs fresh by default (a later TensorScatter* may then write
+# into them). The runtime does not take a user kernel's word for it: an output that is
+# an input, a view, or a buffer the kernel keeps elsewhere is copied first.
+_KEPT: dict = {}
+
+
+def _user_op(name, kernel):
+    op = gf.register_op(name, inputs=["x: T"], outputs=["y: T"], attrs={"T": gf.TypeAttr()})
+    op.shape_fn(lambda ctx: ctx.shape("x"))
+    op.kernel("cpu")(kernel)
+    return op
+
+
+_user_op("TestAliasPassThrough", lambda ctx, x: x)
+_user_op("TestAliasView", lambda ctx, x: x[...])
+_user_op("TestAliasKept", lambda ctx, x: _KEPT.setdefault("kept", np.array(x, copy=True)))
+_user_op("TestAliasFresh", lambda ctx, x: x + 0)
+
+
+@pytest.mark.parametrize("builder", ["test_alias_pass_through", "test_alias_view",
+                                     "test_alias_kept", "test_alias_fresh"])
+def test_user_op_aliasing_its_input_is_never_written(builder, threads, call):
+    scope = gf.Scope(gf.Graph())
+    a = scope.add(scope.constant(np.zeros(N, np.float64)), 1.0)   # fresh, read twice
+    scattered = scope.tensor_scatter_update(getattr(scope, builder)(a), IDX, UPD)
+    other = scope.mul(a, 1.0)
+    _KEPT.clear()
+    with _session(scope, threads) as sess:
+        for _ in range(2):  # the second run reuses the plan's buffers
+            got, seen = call(sess, [scattered, other])
+            np.testing.assert_array_equal(got, _ref_update(np.ones(N)))
+            np.testing.assert_array_equal(seen, np.ones(N))  # Mul saw a, not the update
+        if "kept" in _KEPT:
+            np.testing.assert_array_equal(_KEPT["kept"], np.ones(N))
+        assert sess.stats.forwarded == 2  # a private copy (or fresh result) was written into
+
+
+def test_dead_intermediates_are_reused_across_runs():
+    """A plan keeps its dead intermediates and writes later ones into them: the second
+    run allocates no new buffer for them, and results are unaffected."""
+    scope = gf.Scope(gf.Graph())
+    x = scope.placeholder(gf.float64, shape=[N])
+    y = scope.scatter_nd(IDX, UPD, [N])                       # a fresh intermediate
+    z = scope.gather_nd(scope.add(y, x), IDX)                 # y and y + x die here
+    with gf.Session(scope.graph, gf.SessionConfig(inter_op_threads=1)) as sess:
+        f = sess.make_callable(z, [x])
+        feed = np.arange(N, dtype=np.float64)
+        first = f(feed)
+        (plan,) = sess._plans.values()
+        before = plan.buffers.reused
+        second = f(feed)
+        np.testing.assert_array_equal(first, second)
+        np.testing.assert_array_equal(second, UPD + feed[IDX[:, 0]])
+        assert plan.buffers.reused > before
+        assert feed.tolist() == np.arange(N, dtype=np.float64).tolist()
