@@ -39,6 +39,35 @@ def per_call_time(fn: Callable[[], object], calls: int, repeats: int) -> float:
     return median_time(batch, repeats, warmup=1) / calls
 
 
+def round_robin_times(fns: dict[str, Callable[[], object]], repeats: int,
+                      calls: int = 1) -> dict[str, float]:
+    """Median time of one call of each function (seconds), sampled in interleaved rounds.
+
+    After one untimed warm-up sample of each, every round times one sample of
+    every function (``calls`` calls in a row, gc off), in an order that rotates
+    by one each round: load that comes and goes hits all of them alike, and
+    none always runs right after the same other one.
+    """
+    names = list(fns)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+
+    def sample(fn):
+        gc.disable()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t = time.perf_counter() - t0
+        gc.enable()
+        return t / calls
+    for name in names:
+        sample(fns[name])
+    for r in range(repeats):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            samples[name].append(sample(fns[name]))
+    return {name: statistics.median(ts) for name, ts in samples.items()}
+
+
 def paired_per_call_time(fa: Callable[[], object], fb: Callable[[], object], rounds: int,
                          batch_s: float = 0.02) -> tuple[float, float, float]:
     """Per-call times of two cheap functions and their ratio, robust to load changes.

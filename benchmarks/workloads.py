@@ -4,11 +4,13 @@ with itself (tracing off / on against a plain run).
 
 Every workload builds its graph once and times ``make_callable`` calls, so the
 numbers include graphflow's whole per-run cost: feed checks, the executor loop
-and the kernels. Data: float32 values, int64 indices, fixed seeds.
+and the kernels. Data: float32 values, int64 indices, fixed seeds. Each case
+also says what it computes for JAX and TensorFlow (``peer_op``, written out in
+``benchmarks/peers.py``), on the same arrays graphflow is fed.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -31,6 +33,9 @@ class Case:
     units: int = 1
     paired: bool = False       # time graphflow and baseline in alternating batches (ratio =
                                # median of per-round ratios): for comparisons near 1.00x
+    peer_op: str = ""          # what JAX and TensorFlow compute for it (peers.py); "" for none
+    peer_inputs: tuple = ()    # the arrays graphflow is fed, in the order the peers take them
+    peer_params: dict = field(default_factory=dict)  # static: shapes, counts, constants
 
 #: The byte formula behind GB/s: bytes of every input read plus every output
 #: written once (indices included); a scatter also counts its output fill.
@@ -76,7 +81,8 @@ def w1_scatter_nd_elements(scale: float) -> list[Case]:
             name = "zeros + np.add.at"
         np.testing.assert_array_equal(f(idx2, upd), base())
         cases.append(Case("W1", f"ScatterNd [{n}] <- {m} {label}", lambda f=f, a=idx2, b=upd: f(a, b),
-                          base, name, nbytes=4 * n + 12 * m, random_accesses=m))
+                          base, name, nbytes=4 * n + 12 * m, random_accesses=m,
+                          peer_op="scatter_nd", peer_inputs=(idx2, upd), peer_params={"shape": (n,)}))
     return cases
 
 
@@ -96,10 +102,13 @@ def w2_scatter_nd_slices(scale: float) -> list[Case]:
         o = np.zeros(rows * width, np.float32)
         np.add.at(o, offsets, upd.reshape(-1))
         return o.reshape(rows, width)
-    np.testing.assert_array_equal(f(idx[:, None], upd), base())
+    idx2 = idx[:, None]
+    np.testing.assert_array_equal(f(idx2, upd), base())
     return [Case("W2", f"ScatterNd [{rows},{width}] <- {m} rows, dups",
-                 lambda: f(idx[:, None], upd), base, "np.add.at on element offsets",
-                 nbytes=4 * rows * width + 4 * m * width + 8 * m, random_accesses=m)]
+                 lambda: f(idx2, upd), base, "np.add.at on element offsets",
+                 nbytes=4 * rows * width + 4 * m * width + 8 * m, random_accesses=m,
+                 peer_op="scatter_nd", peer_inputs=(idx2, upd),
+                 peer_params={"shape": (rows, width)})]
 
 
 def w3_tensor_scatter(scale: float) -> list[Case]:
@@ -108,8 +117,10 @@ def w3_tensor_scatter(scale: float) -> list[Case]:
     idx = rng.permutation(n)[:m].astype(np.int64)
     upd = rng.standard_normal(m).astype(np.float32)
     tensor = rng.standard_normal(n).astype(np.float32)
+    idx2 = idx[:, None]
     cases = []
     for op_name, combine in (("tensor_scatter_update", None), ("tensor_scatter_add", np.add)):
+        peer_combine = "set" if combine is None else "add"
         # forwarded: the tensor is made inside the graph and dies at the scatter
         g = gf.Graph()
         s = gf.Scope(g)
@@ -132,8 +143,10 @@ def w3_tensor_scatter(scale: float) -> list[Case]:
         f(idx[:, None], upd)
         assert sess.stats.forwarded == before + 1, "the Fill buffer was not forwarded"
         cases.append(Case("W3", f"{op_name} [{n}] <- {m}, forwarded",
-                          lambda f=f: f(idx[:, None], upd), base_fwd, "full + in-place w[i] (op)= u",
-                          nbytes=4 * n + 12 * m, random_accesses=m))
+                          lambda f=f: f(idx2, upd), base_fwd, "full + in-place w[i] (op)= u",
+                          nbytes=4 * n + 12 * m, random_accesses=m,
+                          peer_op="fill_tensor_scatter", peer_inputs=(idx2, upd),
+                          peer_params={"combine": peer_combine, "fill": 1.5, "shape": (n,)}))
         # not forwardable: the tensor is a feed, so it must be copied
         g = gf.Graph()
         s = gf.Scope(g)
@@ -152,8 +165,10 @@ def w3_tensor_scatter(scale: float) -> list[Case]:
             return w
         np.testing.assert_array_equal(f2(tensor, idx[:, None], upd), base_copy())
         cases.append(Case("W3", f"{op_name} [{n}] <- {m}, copied (fed)",
-                          lambda f2=f2: f2(tensor, idx[:, None], upd), base_copy,
-                          "copy + w[i] (op)= u", nbytes=8 * n + 12 * m, random_accesses=m))
+                          lambda f2=f2: f2(tensor, idx2, upd), base_copy,
+                          "copy + w[i] (op)= u", nbytes=8 * n + 12 * m, random_accesses=m,
+                          peer_op="tensor_scatter", peer_inputs=(tensor, idx2, upd),
+                          peer_params={"combine": peer_combine}))
     cases.append(_w3_chain(n, m, idx, upd))
     return cases
 
@@ -181,13 +196,17 @@ def _w3_chain(n: int, m: int, idx: np.ndarray, upd: np.ndarray) -> Case:
         w[idx] = np.maximum(w[idx], upd)
         w[idx] = np.minimum(w[idx], upd)
         return w
-    np.testing.assert_array_equal(f(idx[:, None], upd), base())
+    idx2 = idx[:, None]
+    np.testing.assert_array_equal(f(idx2, upd), base())
     before = sess.stats.forwarded
-    f(idx[:, None], upd)
+    f(idx2, upd)
     assert sess.stats.forwarded == before + len(chain), "a buffer of the chain was copied"
     return Case("W3", f"chain of {len(chain)} TensorScatter* [{n}] <- {m}, forwarded",
-                lambda: f(idx[:, None], upd), base, "full + 5 in-place w[i] (op)= u",
-                nbytes=4 * n + len(chain) * 12 * m, random_accesses=len(chain) * m)
+                lambda: f(idx2, upd), base, "full + 5 in-place w[i] (op)= u",
+                nbytes=4 * n + len(chain) * 12 * m, random_accesses=len(chain) * m,
+                peer_op="fill_tensor_scatter_chain", peer_inputs=(idx2, upd),
+                peer_params={"chain": ("set", "add", "sub", "max", "min"), "fill": 1.5,
+                             "shape": (n,)})
 
 
 def w4_gather_nd(scale: float) -> list[Case]:
@@ -205,7 +224,8 @@ def w4_gather_nd(scale: float) -> list[Case]:
     np.testing.assert_array_equal(f(params, idx), base())
     cases.append(Case("W4", f"GatherNd [{params.shape[0]},32] <- {m} depth-1",
                       lambda: f(params, idx), base, "np.take(axis=0)",
-                      nbytes=2 * m * 32 * 4 + 8 * m, random_accesses=m))
+                      nbytes=2 * m * 32 * 4 + 8 * m, random_accesses=m,
+                      peer_op="gather_nd", peer_inputs=(params, idx)))
     side = int(1000 * min(1.0, scale * 3.2))
     params3 = rng.standard_normal((side, 1000, 16)).astype(np.float32)
     idx3 = np.stack([rng.integers(0, side, m), rng.integers(0, 1000, m)], 1).astype(np.int64)
@@ -220,7 +240,8 @@ def w4_gather_nd(scale: float) -> list[Case]:
     np.testing.assert_array_equal(f3(params3, idx3), base3())
     cases.append(Case("W4", f"GatherNd [{side},1000,16] <- {m} depth-2",
                       lambda: f3(params3, idx3), base3, "np.take on linearized indices",
-                      nbytes=2 * m * 16 * 4 + 16 * m, random_accesses=m))
+                      nbytes=2 * m * 16 * 4 + 16 * m, random_accesses=m,
+                      peer_op="gather_nd", peer_inputs=(params3, idx3)))
     return cases
 
 
@@ -242,7 +263,9 @@ def w5_partition_stitch(scale: float) -> list[Case]:
         for a, b in zip(f(x, parts), base()):
             np.testing.assert_array_equal(a, b)
         cases.append(Case("W5", f"DynamicPartition [{n}] into {k}", lambda f=f, p=parts: f(x, p),
-                          base, "np.compress per partition", nbytes=2 * 4 * n + 4 * n))
+                          base, "np.compress per partition", nbytes=2 * 4 * n + 4 * n,
+                          peer_op="dynamic_partition", peer_inputs=(x, parts),
+                          peer_params={"num_partitions": k}))
     half = n // 2
     perm = rng.permutation(n).astype(np.int32)
     i0, i1 = perm[:half], perm[half:]
@@ -260,7 +283,9 @@ def w5_partition_stitch(scale: float) -> list[Case]:
         return o
     np.testing.assert_array_equal(f(i0, i1, d0, d1), base_stitch())
     cases.append(Case("W5", f"DynamicStitch 2 inputs, {n} total", lambda f=f: f(i0, i1, d0, d1),
-                      base_stitch, "preallocated o[i] = d", nbytes=4 * n * 3, random_accesses=n))
+                      base_stitch, "preallocated o[i] = d", nbytes=4 * n * 3, random_accesses=n,
+                      peer_op="dynamic_stitch", peer_inputs=(i0, i1, d0, d1),
+                      peer_params={"size": n}))
     # the seed pipeline: partition by mask, +1 on one part, stitch back
     xs = np.where(rng.random(n) < 0.3, np.float32(-1), x).astype(np.float32)
     g = gf.Graph()
@@ -274,7 +299,8 @@ def w5_partition_stitch(scale: float) -> list[Case]:
     base_pipe = lambda: np.where(xs != -1, xs + 1, xs)  # noqa: E731
     np.testing.assert_array_equal(f(xs), base_pipe())
     cases.append(Case("W5", f"seed pipeline partition/+1/stitch [{n}]", lambda: f(xs), base_pipe,
-                      "np.where(mask, x + 1, x)", nbytes=2 * 4 * n))
+                      "np.where(mask, x + 1, x)", nbytes=2 * 4 * n,
+                      peer_op="seed_pipeline", peer_inputs=(xs,)))
     return cases
 
 
@@ -299,15 +325,18 @@ def w6_executor_overhead(scale: float) -> list[Case]:
     def loop_wide():
         return [np.add(v, v) for _ in range(100)]
     return [Case("W6", "chain of 100 tiny Add", lambda: chain(v), loop_chain, "Python loop of np.add",
-                 per="node", units=100),
+                 per="node", units=100, peer_op="add_chain", peer_inputs=(v,),
+                 peer_params={"length": 100}),
             Case("W6", "100 independent tiny Add", lambda: many(v), loop_wide,
-                 "Python loop of np.add", per="node", units=100)]
+                 "Python loop of np.add", per="node", units=100, peer_op="add_wide",
+                 peer_inputs=(v,), peer_params={"width": 100})]
 
 
 def w7_seed_latency(scale: float) -> list[Case]:
     g = gf.Graph()
     s = gf.Scope(g)
-    out = s.scatter_nd(np.array([[4], [3], [1], [7]]), np.array([9, 10, 11, 12], np.int32), [8])
+    indices, updates = np.array([[4], [3], [1], [7]]), np.array([9, 10, 11, 12], np.int32)
+    out = s.scatter_nd(indices, updates, [8])
     f = _session(g).make_callable(out)
     idx = np.array([4, 3, 1, 7])
     upd = np.array([9, 10, 11, 12], np.int32)
@@ -317,7 +346,9 @@ def w7_seed_latency(scale: float) -> list[Case]:
         np.add.at(o, idx, upd)
         return o
     np.testing.assert_array_equal(f(), base())
-    return [Case("W7", "seed ScatterNd [8] <- 4", f, base, "zeros + np.add.at", per="call")]
+    return [Case("W7", "seed ScatterNd [8] <- 4", f, base, "zeros + np.add.at", per="call",
+                 peer_op="scatter_nd_constant",
+                 peer_params={"indices": indices, "updates": updates, "shape": (8,)})]
 
 
 def t1_tracing_overhead(scale: float) -> list[Case]:

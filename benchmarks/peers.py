@@ -1,0 +1,436 @@
+"""JAX and TensorFlow beside graphflow: ``python -m benchmarks --peers``.
+
+Each workload case names what it computes (``Case.peer_op``), the arrays
+graphflow is fed (``Case.peer_inputs``) and its static parameters
+(``Case.peer_params``). Here each peer writes the same computation in its own
+API, once per op, and the result is checked against graphflow's before any
+timing: shape and dtype first, then the bytes (bit-exact), else the values.
+
+How each peer is called, so that it is timed as its users run it:
+
+- JAX: ``jax.jit`` of the formulation, CPU backend; the inputs are placed on
+  the device once (``jax.device_put``) before timing; every timed call ends in
+  ``jax.block_until_ready``. ``jax_enable_x64`` is on, so int64 indices stay
+  int64, as graphflow is fed (values stay float32). JAX does not check
+  indices: an out-of-range gather clamps and an out-of-range scatter update is
+  dropped, where graphflow and TensorFlow raise.
+- TensorFlow: ``tf.function`` with ``jit_compile=False`` (the default: the
+  graph executor, Grappler's rewrites and TensorFlow's CPU kernels, no XLA);
+  the inputs are made tensors once before timing. A CPU call returns when its
+  result is computed.
+
+Neither peer's timing includes turning its result into a numpy array (only the
+check does); graphflow returns numpy arrays, so its time has nothing to add.
+Both peers run with their default thread pools (all cores).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+#: Peers whose columns ``--peers`` adds, in table order.
+PEERS = ("jax", "tensorflow")
+INSTALL_HINT = "pip install '.[peers]'"
+
+
+@dataclass(frozen=True)
+class Formulation:
+    """How one peer writes one op: the text the table shows, and a builder that
+    takes the peer's module and the case's static parameters and returns a
+    function of the inputs (compiled by the peer unless ``compiled`` is False)."""
+
+    text: str
+    build: Callable[..., Callable]
+    compiled: bool = True
+    note: str = ""
+
+
+@dataclass
+class PeerRun:
+    """One peer on one case: what it runs, how its result compared, its callable."""
+
+    status: str                      # "ok", "not installed", "not expressible", "failed"
+    formulation: str = ""
+    check: str = ""                  # "bit-exact", "equal values, ...", "close, ...", "MISMATCH: ..."
+    run: Callable[[], object] | None = None
+    note: str = ""                   # where the formulation differs from graphflow's op
+
+    @property
+    def comparable(self) -> bool:
+        """Timed, and its result agreed with graphflow's (bit-exact or close)."""
+        return self.run is not None and not self.check.startswith("MISMATCH")
+
+
+# --- JAX formulations ---------------------------------------------------------------
+
+def _jax_scatter_nd(jax, shape):
+    jnp = jax.numpy
+
+    def scatter_nd(indices, updates):
+        return jnp.zeros(shape, updates.dtype).at[tuple(indices.T)].add(updates)
+    return scatter_nd
+
+
+def _jax_scatter_nd_constant(jax, indices, updates, shape):
+    jnp = jax.numpy
+
+    def scatter_nd():
+        i, u = jnp.asarray(indices), jnp.asarray(updates)
+        return jnp.zeros(shape, u.dtype).at[tuple(i.T)].add(u)
+    return scatter_nd
+
+
+def _jax_tensor_scatter(jax, combine, fill=None, shape=None):
+    jnp = jax.numpy
+
+    def tensor_scatter(*args):
+        if fill is None:
+            tensor, indices, updates = args
+        else:
+            indices, updates = args
+            tensor = jnp.full(shape, fill, updates.dtype)
+        return _jax_combine(tensor.at[tuple(indices.T)], combine, updates)
+    return tensor_scatter
+
+
+def _jax_combine(at, combine, updates):
+    if combine == "sub":
+        return at.add(-updates)
+    return getattr(at, combine)(updates)
+
+
+def _jax_tensor_scatter_chain(jax, chain, fill, shape):
+    jnp = jax.numpy
+
+    def chained(indices, updates):
+        out = jnp.full(shape, fill, updates.dtype)
+        for combine in chain:
+            out = _jax_combine(out.at[tuple(indices.T)], combine, updates)
+        return out
+    return chained
+
+
+def _jax_gather_nd(jax):
+    def gather_nd(params, indices):
+        return params[tuple(indices.T)]
+    return gather_nd
+
+
+def _jax_dynamic_partition(jax, num_partitions):
+    def dynamic_partition(data, partitions):
+        return [data[partitions == i] for i in range(num_partitions)]
+    return dynamic_partition
+
+
+def _jax_dynamic_stitch(jax, size):
+    jnp = jax.numpy
+
+    def dynamic_stitch(*args):
+        half = len(args) // 2
+        out = jnp.zeros(size, args[half].dtype)
+        for idx, data in zip(args[:half], args[half:]):
+            out = out.at[idx].set(data)
+        return out
+    return dynamic_stitch
+
+
+def _jax_seed_pipeline(jax):
+    jnp = jax.numpy
+
+    def seed_pipeline(x):
+        return jnp.where(x != -1, x + 1, x)
+    return seed_pipeline
+
+
+def _jax_add_chain(jax, length):
+    def add_chain(x):
+        h = x
+        for _ in range(length):
+            h = h + x
+        return h
+    return add_chain
+
+
+def _jax_add_wide(jax, width):
+    def add_wide(x):
+        return [x + x for _ in range(width)]
+    return add_wide
+
+
+_COMBINE_TEXT = {"set": "set", "add": "add", "sub": "add(-u)", "max": "max", "min": "min"}
+
+JAX_FORMS: dict[str, Formulation] = {
+    "scatter_nd": Formulation("jnp.zeros(shape).at[tuple(i.T)].add(u)", _jax_scatter_nd),
+    "scatter_nd_constant": Formulation(
+        "constants in the jitted function: jnp.zeros(shape).at[tuple(i.T)].add(u)",
+        _jax_scatter_nd_constant, note="XLA may fold the constant scatter: this is its call cost"),
+    "tensor_scatter": Formulation("t.at[tuple(i.T)].set(u) / .add(u), t an argument (copied)",
+                                  _jax_tensor_scatter),
+    "fill_tensor_scatter": Formulation("jnp.full(shape, v).at[tuple(i.T)].set(u) / .add(u)",
+                                       _jax_tensor_scatter),
+    "fill_tensor_scatter_chain": Formulation(
+        "jnp.full(shape, v), then .at[tuple(i.T)].set / add / add(-u) / max / min",
+        _jax_tensor_scatter_chain),
+    "gather_nd": Formulation("params[tuple(i.T)]", _jax_gather_nd),
+    "dynamic_partition": Formulation(
+        "eager, not jit (output sizes depend on the data): [x[p == i] for i in range(k)]",
+        _jax_dynamic_partition, compiled=False,
+        note="a boolean mask is not jittable; a jitted stable argsort + split measured 10x slower"),
+    "dynamic_stitch": Formulation("jnp.zeros(n).at[i0].set(d0).at[i1].set(d1)", _jax_dynamic_stitch,
+                                  note="indices are unique here; among duplicates .set picks any"),
+    "seed_pipeline": Formulation("jnp.where(x != -1, x + 1, x) (no partition/stitch under jit)",
+                                 _jax_seed_pipeline),
+    "add_chain": Formulation("h = h + x, 100 times (XLA fuses them)", _jax_add_chain),
+    "add_wide": Formulation("[x + x for _ in range(100)]", _jax_add_wide),
+}
+
+
+# --- TensorFlow formulations ----------------------------------------------------------
+
+def _tf_scatter_nd(tf, shape):
+    def scatter_nd(indices, updates):
+        return tf.scatter_nd(indices, updates, tf.constant(shape, indices.dtype))
+    return scatter_nd
+
+
+def _tf_scatter_nd_constant(tf, indices, updates, shape):
+    index_dtype = tf.as_dtype(np.asarray(indices).dtype)
+
+    def scatter_nd():
+        return tf.scatter_nd(tf.constant(indices), tf.constant(updates),
+                             tf.constant(shape, index_dtype))
+    return scatter_nd
+
+
+_TF_TENSOR_SCATTER = {"set": "tensor_scatter_nd_update", "add": "tensor_scatter_nd_add",
+                      "sub": "tensor_scatter_nd_sub", "max": "tensor_scatter_nd_max",
+                      "min": "tensor_scatter_nd_min"}
+
+
+def _tf_tensor_scatter(tf, combine, fill=None, shape=None):
+    op = getattr(tf, _TF_TENSOR_SCATTER[combine])
+
+    def tensor_scatter(*args):
+        if fill is None:
+            tensor, indices, updates = args
+        else:
+            indices, updates = args
+            tensor = tf.fill(tf.constant(shape, tf.int64), tf.constant(fill, updates.dtype))
+        return op(tensor, indices, updates)
+    return tensor_scatter
+
+
+def _tf_tensor_scatter_chain(tf, chain, fill, shape):
+    def chained(indices, updates):
+        out = tf.fill(tf.constant(shape, tf.int64), tf.constant(fill, updates.dtype))
+        for combine in chain:
+            out = getattr(tf, _TF_TENSOR_SCATTER[combine])(out, indices, updates)
+        return out
+    return chained
+
+
+def _tf_gather_nd(tf):
+    return lambda params, indices: tf.gather_nd(params, indices)
+
+
+def _tf_dynamic_partition(tf, num_partitions):
+    return lambda data, partitions: tf.dynamic_partition(data, partitions, num_partitions)
+
+
+def _tf_dynamic_stitch(tf, size):
+    def dynamic_stitch(*args):
+        half = len(args) // 2
+        return tf.dynamic_stitch(list(args[:half]), list(args[half:]))
+    return dynamic_stitch
+
+
+def _tf_seed_pipeline(tf):
+    def seed_pipeline(x):
+        mask = tf.cast(tf.not_equal(x, tf.constant(-1, x.dtype)), tf.int32)
+        data = tf.dynamic_partition(x, mask, 2)
+        positions = tf.dynamic_partition(tf.range(tf.size(x)), mask, 2)
+        return tf.dynamic_stitch(positions, [data[0], data[1] + tf.constant(1, x.dtype)])
+    return seed_pipeline
+
+
+def _tf_add_chain(tf, length):
+    def add_chain(x):
+        h = x
+        for _ in range(length):
+            h = tf.add(h, x)
+        return h
+    return add_chain
+
+
+def _tf_add_wide(tf, width):
+    return lambda x: [tf.add(x, x) for _ in range(width)]
+
+
+TF_FORMS: dict[str, Formulation] = {
+    "scatter_nd": Formulation("tf.scatter_nd(i, u, shape)", _tf_scatter_nd),
+    "scatter_nd_constant": Formulation("constants in the tf.function: tf.scatter_nd(i, u, shape)",
+                                       _tf_scatter_nd_constant,
+                                       note="Grappler may fold the constant scatter: this is its call cost"),
+    "tensor_scatter": Formulation("tf.tensor_scatter_nd_update / _add(t, i, u), t an argument",
+                                  _tf_tensor_scatter),
+    "fill_tensor_scatter": Formulation("tf.tensor_scatter_nd_update / _add(tf.fill(shape, v), i, u)",
+                                       _tf_tensor_scatter),
+    "fill_tensor_scatter_chain": Formulation(
+        "tf.fill, then tf.tensor_scatter_nd_update / _add / _sub / _max / _min",
+        _tf_tensor_scatter_chain),
+    "gather_nd": Formulation("tf.gather_nd(params, i)", _tf_gather_nd),
+    "dynamic_partition": Formulation("tf.dynamic_partition(x, p, k)", _tf_dynamic_partition),
+    "dynamic_stitch": Formulation("tf.dynamic_stitch([i0, i1], [d0, d1])", _tf_dynamic_stitch),
+    "seed_pipeline": Formulation("the same graph: dynamic_partition by mask, +1, dynamic_stitch",
+                                 _tf_seed_pipeline),
+    "add_chain": Formulation("h = tf.add(h, x), 100 times", _tf_add_chain),
+    "add_wide": Formulation("[tf.add(x, x) for _ in range(100)]", _tf_add_wide),
+}
+
+
+# --- the peers ---------------------------------------------------------------------------
+
+class Peer:
+    """One framework: its import, how it places inputs, compiles a formulation,
+    waits for a result and turns it into numpy."""
+
+    key = ""
+    label = ""
+    how = ""                         # one line: how it is compiled, fed and waited for
+    forms: dict[str, Formulation] = {}
+
+    def __init__(self):
+        self.module = None
+        self.version = ""
+        self.missing = ""
+        try:
+            self.module = self._load()
+            self.version = self.module.__version__
+        except ModuleNotFoundError:
+            self.missing = f"not installed ({INSTALL_HINT})"
+        except ImportError as e:
+            self.missing = f"not installed: its import failed ({e})"
+
+    def describe(self) -> str:
+        return f"{self.label}: {self.missing}" if self.missing else f"{self.label} {self.version}"
+
+    def prepare(self, case, reference) -> PeerRun:
+        """Compile this peer's formulation of ``case`` and check it against
+        ``reference`` (graphflow's result); its callable is what gets timed."""
+        if self.missing:
+            return PeerRun("not installed")
+        form = self.forms.get(case.peer_op)
+        if form is None:
+            return PeerRun("not expressible")
+        try:
+            fn = form.build(self.module, **case.peer_params)
+            if form.compiled:
+                fn = self._compile(fn)
+            args = self._place(case.peer_inputs)
+            run = self._runner(fn, args)
+            result = self._to_numpy(run())
+        except Exception as e:  # a peer's failure is reported, never fatal
+            return PeerRun("failed", form.text, f"{type(e).__name__}: {e}", note=form.note)
+        return PeerRun("ok", form.text, compare(result, reference), run, form.note)
+
+    def _load(self):
+        raise NotImplementedError
+
+    def _compile(self, fn):
+        raise NotImplementedError
+
+    def _place(self, inputs):
+        raise NotImplementedError
+
+    def _runner(self, fn, args) -> Callable[[], object]:
+        raise NotImplementedError
+
+    def _to_numpy(self, result):
+        if isinstance(result, (list, tuple)):
+            return [np.asarray(r) for r in result]
+        return np.asarray(result)
+
+
+class JaxPeer(Peer):
+    key = "jax"
+    label = "JAX jit"
+    how = "JAX: jax.jit, inputs placed once, block_until_ready per call, x64 on (int64 indices)."
+    forms = JAX_FORMS
+
+    def _load(self):
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        jax.config.update("jax_platforms", "cpu")
+        return jax
+
+    def _compile(self, fn):
+        return self.module.jit(fn)
+
+    def _place(self, inputs):
+        return [self.module.device_put(a) for a in inputs]
+
+    def _runner(self, fn, args):
+        block = self.module.block_until_ready
+        return lambda: block(fn(*args))
+
+
+class TensorFlowPeer(Peer):
+    key = "tensorflow"
+    label = "TF tf.function"
+    how = ("TensorFlow: tf.function with jit_compile=False (the default: no XLA), inputs made "
+           "tensors once.")
+    forms = TF_FORMS
+
+    def _load(self):
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow as tf
+        tf.config.set_visible_devices([], "GPU")
+        return tf
+
+    def _compile(self, fn):
+        return self.module.function(fn, jit_compile=False)
+
+    def _place(self, inputs):
+        return [self.module.constant(a) for a in inputs]
+
+    def _runner(self, fn, args):
+        return lambda: fn(*args)
+
+    def _to_numpy(self, result):
+        if isinstance(result, (list, tuple)):
+            return [r.numpy() for r in result]
+        return result.numpy()
+
+
+def load_peers() -> list[Peer]:
+    """Every peer, installed or not (a missing one says so in its columns)."""
+    return [JaxPeer(), TensorFlowPeer()]
+
+
+def compare(result, reference) -> str:
+    """How a peer's result compares with graphflow's: "bit-exact", "equal values,
+    not bit-identical (...)", "close, not bit-exact (...)" or "MISMATCH: ..."."""
+    if isinstance(reference, (list, tuple)):
+        if not isinstance(result, (list, tuple)) or len(result) != len(reference):
+            return f"MISMATCH: {len(reference)} outputs expected"
+        verdicts = [compare(r, e) for r, e in zip(result, reference)]
+        worst = [v for v in verdicts if v != "bit-exact"]
+        return worst[0] if worst else "bit-exact"
+    result, reference = np.asarray(result), np.asarray(reference)
+    if result.shape != reference.shape or result.dtype != reference.dtype:
+        return (f"MISMATCH: {result.dtype}{list(result.shape)}, graphflow gives "
+                f"{reference.dtype}{list(reference.shape)}")
+    if result.tobytes() == reference.tobytes():
+        return "bit-exact"
+    if np.array_equal(result, reference, equal_nan=result.dtype.kind in "fc"):
+        return "equal values, not bit-identical (signed zeros or NaN payloads)"
+    if result.dtype.kind in "fc" and np.allclose(result, reference, rtol=1e-5, atol=1e-6,
+                                                 equal_nan=True):
+        diff = np.abs(result.astype(np.float64) - reference.astype(np.float64))
+        return (f"close, not bit-exact ({np.count_nonzero(diff)} elements differ, "
+                f"max |diff| {np.nanmax(diff):.2g}: another summation order)")
+    bad = np.count_nonzero(result != reference)
+    return f"MISMATCH: {bad} of {result.size} elements differ"
