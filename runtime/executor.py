@@ -15,6 +15,7 @@ is cleared when its count of unfinished readers reaches zero.
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 from typing import Any, Callable, Sequence
 
@@ -26,6 +27,7 @@ from graphflow.graph import Graph, Output
 from . import passes
 from .device import Device
 from .memory import MIN_POOLED_BYTES, BufferPool, releaser
+from .folding import fold_constants
 from .optimizer import rewrite
 from .placer import place
 from .steps import CopyStep, KernelStep, Step
@@ -63,10 +65,12 @@ class Plan:
         ops = passes.prune(fetches, fed)
         subst: dict[Output, Output] = {}
         if config.optimize:
-            subst = rewrite(ops, fed)
-            if subst:
-                fetches = [subst.get(f, f) if isinstance(f, Output) else f for f in fetches]
-                ops = passes.prune(fetches, fed, subst)
+            for optimization in (_rewrite, fold_constants):
+                found = optimization(ops, fed, subst, devices, config)
+                if found:
+                    subst = _chained({**subst, **found})
+                    fetches = [subst.get(f, f) if isinstance(f, Output) else f for f in fetches]
+                    ops = passes.prune(fetches, fed, subst)
         self.substitutions = subst
         passes.require_feeds(ops, fed)
         self.placement = place(ops, devices, soft_placement=config.allow_soft_placement,
@@ -91,8 +95,7 @@ class Plan:
         for s, slots in zip(self.steps, live.releases):
             s.run = s.compile(() if self.parallel else slots, release)
         self.runs = [s.run for s in self.steps]
-        self._serial = _straight_line(self.steps, live.releases, release,
-                                      self.buffers) if not self.parallel else None
+        self._serial = None if self.parallel else _straight_line(self, live.releases)
         if self.parallel:
             sched = passes.schedule(self.steps)
             self.waiting, self.dependents = sched.waiting, sched.dependents
@@ -101,14 +104,14 @@ class Plan:
     # -- running --------------------------------------------------------------------
     def run(self, feed_values: Sequence, pool=None, metadata: RunMetadata | None = None) -> list:
         """Run the plan once; ``metadata``, if given, receives one NodeEvent per step."""
+        if metadata is None and self._serial is not None:
+            return self._serial(feed_values)
         slots: list[Any] = [None] * self.num_slots
         for slot, value in zip(self.feed_slots, feed_values):
             slots[slot] = value
         if self.parallel and pool is not None:
             runs = self.runs if metadata is None else [traced(s, metadata) for s in self.steps]
             self._run_parallel(slots, pool, runs)
-        elif metadata is None and self._serial is not None:
-            self._serial(slots)
         else:
             runs = self.runs if metadata is None else [traced(s, metadata) for s in self.steps]
             k = 0
@@ -123,9 +126,10 @@ class Plan:
         return [self._fetch(slots, s, d) for s, d in zip(self.fetch_slots, self.fetch_devices)]
 
     def _fetch(self, slots, slot, device):
-        if slot is None:
-            return None
-        value = slots[slot]
+        return None if slot is None else self._fetch_value(slots[slot], device)
+
+    def _fetch_value(self, value, device):
+        """A fetched value as the caller gets it: a numpy array of its own."""
         if device.device_type != "cpu":
             value = device.to_host(value)
         elif not isinstance(value, np.ndarray):
@@ -203,6 +207,20 @@ class Plan:
 _SKIPPED = object()
 
 
+def _rewrite(ops, fed, subst, devices, config) -> dict[Output, Output]:
+    return rewrite(ops, fed)
+
+
+def _chained(subst: dict[Output, Output]) -> dict[Output, Output]:
+    """``subst`` with chains (a -> b, b -> c) collapsed (a -> c)."""
+    resolved = {}
+    for source, target in subst.items():
+        while target in subst:
+            target = subst[target]
+        resolved[source] = target
+    return resolved
+
+
 def _node_error(step: Step, err: BaseException) -> BaseException:
     """``err`` as an OpError that names the step's node and where it was created."""
     if isinstance(step, CopyStep):
@@ -220,22 +238,22 @@ def _node_error(step: Step, err: BaseException) -> BaseException:
     return InternalError(f"{type(err).__name__}: {err}", name, type_, site=site)
 
 
-def _straight_line(steps: Sequence[Step], releases: Sequence[Sequence[int]], release,
-                   pool: BufferPool) -> Callable:
-    """One generated function that runs ``steps`` in order on a slot list: a line per
-    kernel call, a line per released slot, no per-step loop or closure call (a chain
-    of tiny kernels then costs the kernels). An error is re-raised naming its step."""
-    import sys
-
+def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
+    """One generated function ``run(feed_values) -> fetched values`` for a serial plan:
+    a line per kernel call, a few per released slot, no per-step loop or closure call
+    (a chain of tiny kernels then costs the kernels). An error is re-raised naming its
+    step."""
+    steps = plan.steps
     env: dict[str, Any] = {"errstate": np.errstate, "ndarray": np.ndarray, "steps": steps,
                            "node_error": _node_error, "getrefcount": sys.getrefcount,
-                           "MIN": MIN_POOLED_BYTES, "give": pool.give}
+                           "MIN": MIN_POOLED_BYTES, "give": plan.buffers.give,
+                           "fetch_value": plan._fetch_value}
     body: list[str] = []
     for k, (step, dead) in enumerate(zip(steps, releases)):
         body.append(f"k = {k}")
         call = _inline_call(step, k, env)
         if call is None:
-            env[f"r{k}"] = step.compile((), release)
+            env[f"r{k}"] = step.compile((), None)
             body.append(f"r{k}(s)")
         else:
             body.append(call)
@@ -244,13 +262,27 @@ def _straight_line(steps: Sequence[Step], releases: Sequence[Sequence[int]], rel
                      "if type(v) is ndarray and v.base is None and v.nbytes >= MIN and "
                      "v.flags.writeable and v.dtype.kind != 'O' and getrefcount(v) == 2: give(v)"]
     body.append("v = None")
-    source = ["def run(s):", "    k = 0", "    try:", "        with errstate(all='ignore'):"]
-    source += ["            " + line for line in body]
-    source += ["    except (KeyboardInterrupt, SystemExit):", "        raise",
-               "    except Exception as e:  # noqa: BLE001",
-               "        raise node_error(steps[k], e) from e"]
-    code = compile("\n".join(source), "<graphflow plan>", "exec")
-    exec(code, env)  # noqa: S102 - our own generated source
+    fetched = []
+    for j, (slot, device) in enumerate(zip(plan.fetch_slots, plan.fetch_devices)):
+        if slot is None:
+            fetched.append("None")
+        elif device.device_type == "cpu":
+            # inline for the common case: a numpy array the caller may keep as it is
+            fetched.append(f"(v{j} if type(v{j} := s[{slot}]) is ndarray and v{j}.flags.writeable "
+                           f"else fetch_value(v{j}, host))")
+        else:
+            env[f"dev{j}"] = device
+            fetched.append(f"fetch_value(s[{slot}], dev{j})")
+    env["host"] = plan.host
+    feeds = "".join(f"    s[{slot}] = feed_values[{j}]\n" for j, slot in enumerate(plan.feed_slots))
+    source = (f"def run(feed_values):\n    s = [None] * {plan.num_slots}\n{feeds}"
+              "    k = 0\n    try:\n        with errstate(all='ignore'):\n"
+              + "".join(f"            {line}\n" for line in body)
+              + "    except (KeyboardInterrupt, SystemExit):\n        raise\n"
+              "    except Exception as e:  # noqa: BLE001\n"
+              "        raise node_error(steps[k], e) from e\n"
+              f"    return [{', '.join(fetched)}]\n")
+    exec(compile(source, "<graphflow plan>", "exec"), env)  # noqa: S102 - our own source
     return env["run"]
 
 

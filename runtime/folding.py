@@ -1,0 +1,98 @@
+"""Constant folding: a node whose inputs are all constants is computed once, when
+the plan is made, and its outputs become constants of the plan (TensorFlow's
+grappler and XLA do the same). The user's graph is not changed: folded outputs
+are substitutes, as the rewrites' are.
+
+Folding runs a node's CPU kernel, so it happens only in sessions whose devices
+are all CPUs: a node placed on a GPU keeps the GPU's semantics (an out-of-bound
+index skipped, duplicates in any order). Not folded: stateful ops, nodes with control inputs (their order matters), fed
+outputs, and outputs past ``MAX_FOLDED_BYTES`` (a constant is kept for the plan's
+life). A node whose kernel fails is left to fail at run time, with the error it
+always had.
+"""
+from __future__ import annotations
+
+from typing import Collection, Sequence
+
+import numpy as np
+
+from graphflow.errors import OpError
+from graphflow.graph import Operation, Output
+from graphflow.kernel_context import KernelContext
+from graphflow.registry import op_def
+
+from .device import Device
+
+#: Outputs larger than this stay computed at run time.
+MAX_FOLDED_BYTES = 1 << 20
+
+_NEVER = frozenset({"Const", "Placeholder"})
+
+
+def fold_constants(ops: list[Operation], fed: Collection[Output], subst: dict[Output, Output],
+                   devices: Sequence[Device], config) -> dict[Output, Output]:
+    """Substitutes (Output -> Output of a new Const) for the outputs of ``ops`` that depend
+    on constants only; ``subst`` holds earlier substitutes, read through."""
+    if any(d.device_type != "cpu" for d in devices):
+        return {}
+    host = devices[0]
+    values: dict[Output, np.ndarray] = {}
+    folded: dict[Output, Output] = {}
+    for op in ops:
+        if op.type == "Const":
+            for o in op.outputs:
+                if o not in fed:
+                    values[o] = op.attrs["value"]
+            continue
+        if op.type in _NEVER or op.op_def.stateful or op.control_inputs or not op.inputs \
+                or any(o in fed for o in op.outputs):
+            continue
+        inputs = [subst.get(i, i) for i in op.inputs]
+        if not all(i in values for i in inputs):
+            continue
+        results = _evaluate(op, [values[i] for i in inputs], host, config)
+        if results is None:
+            continue
+        for o, value in zip(op.outputs, results):
+            values[o] = value
+            folded[o] = _constant(op, o, value)
+    return folded
+
+
+def _evaluate(op: Operation, args: list, host: Device, config) -> list[np.ndarray] | None:
+    """The op's outputs computed by its CPU kernel, or None when it should not be folded."""
+    kernel = op.op_def.find_kernel("cpu", dict(op.attrs))
+    if kernel is None:
+        return None
+    ctx = KernelContext(op.name, op.type, op.attrs, device=host, config=config,
+                        memory_limit=min(MAX_FOLDED_BYTES, config.memory_limit_bytes or MAX_FOLDED_BYTES))
+    grouped, k = [], 0
+    for n, spec in zip(op.arg_lengths, op.op_def.inputs):
+        grouped.append(args[k:k + n] if spec.is_list else args[k])
+        k += n
+    try:
+        with np.errstate(all="ignore"):
+            result = kernel.fn(ctx, *grouped)
+    except (OpError, ValueError, TypeError, ArithmeticError, IndexError, MemoryError):
+        return None  # it fails at run time, as it always did
+    single = len(op.outputs) == 1 and not any(spec.is_list for spec in op.op_def.outputs)
+    results = [result] if single else list(result)
+    if len(results) != len(op.outputs) or not all(
+            isinstance(r, np.ndarray) and r.nbytes <= MAX_FOLDED_BYTES for r in results):
+        return None
+    frozen = []
+    for r in results:
+        r = np.array(r, copy=True)  # the plan's own, read-only: never aliases an input
+        r.flags.writeable = False
+        frozen.append(r)
+    return frozen
+
+
+def _constant(op: Operation, output: Output, value: np.ndarray) -> Output:
+    """A Const node, outside the graph's registry of names, standing for ``output``."""
+    const = Operation(op.graph, op.name if len(op.outputs) == 1 else f"{op.name}:{output.index}",
+                      op_def("Const"), [], (), (), {"value": value, "dtype": output.dtype},
+                      op.device, op.site)
+    const.outputs = (Output(const, 0, output.dtype, output.shape),)
+    const._id = op._id
+    return const.outputs[0]
