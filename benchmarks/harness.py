@@ -31,14 +31,6 @@ def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> floa
     return statistics.median(times)
 
 
-def per_call_time(fn: Callable[[], object], calls: int, repeats: int) -> float:
-    """Median time of one call of a cheap ``fn``, timed in batches of ``calls``."""
-    def batch():
-        for _ in range(calls):
-            fn()
-    return median_time(batch, repeats, warmup=1) / calls
-
-
 def round_robin_times(fns: dict[str, Callable[[], object]], repeats: int,
                       calls: int = 1) -> dict[str, float]:
     """Median time of one call of each function (seconds), sampled in interleaved rounds.

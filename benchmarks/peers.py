@@ -54,14 +54,15 @@ class PeerRun:
 
     status: str                      # "ok", "not installed", "not expressible", "failed"
     formulation: str = ""
-    check: str = ""                  # "bit-exact", "equal values, ...", "close, ...", "MISMATCH: ..."
+    agreement: str = ""              # with graphflow's result: one of AGREEMENT, "" if not run
+    check: str = ""                  # the comparison in words (or why the peer failed)
     run: Callable[[], object] | None = None
     note: str = ""                   # where the formulation differs from graphflow's op
 
     @property
     def comparable(self) -> bool:
         """Timed, and its result agreed with graphflow's (bit-exact or close)."""
-        return self.run is not None and not self.check.startswith("MISMATCH")
+        return self.run is not None and self.agreement != "mismatch"
 
 
 # --- JAX formulations ---------------------------------------------------------------
@@ -333,8 +334,8 @@ class Peer:
             run = self._runner(fn, args)
             result = self._to_numpy(run())
         except Exception as e:  # a peer's failure is reported, never fatal
-            return PeerRun("failed", form.text, f"{type(e).__name__}: {e}", note=form.note)
-        return PeerRun("ok", form.text, compare(result, reference), run, form.note)
+            return PeerRun("failed", form.text, check=f"{type(e).__name__}: {e}", note=form.note)
+        return PeerRun("ok", form.text, *compare(result, reference), run=run, note=form.note)
 
     def _load(self):
         raise NotImplementedError
@@ -410,27 +411,34 @@ def load_peers() -> list[Peer]:
     return [JaxPeer(), TensorFlowPeer()]
 
 
-def compare(result, reference) -> str:
-    """How a peer's result compares with graphflow's: "bit-exact", "equal values,
-    not bit-identical (...)", "close, not bit-exact (...)" or "MISMATCH: ..."."""
+#: How a peer's result can compare with graphflow's, best first.
+AGREEMENT = ("bit-exact", "equal", "close", "mismatch")
+
+
+def compare(result, reference) -> tuple[str, str]:
+    """How a peer's result compares with graphflow's (``reference``): one of
+    AGREEMENT, and the comparison in words. Shape and dtype first, then the
+    bytes; "equal": the same values with other bits (signed zeros, NaN
+    payloads); "close": float values within rtol 1e-5 / atol 1e-6."""
     if isinstance(reference, (list, tuple)):
         if not isinstance(result, (list, tuple)) or len(result) != len(reference):
-            return f"MISMATCH: {len(reference)} outputs expected"
+            return "mismatch", f"{len(reference)} outputs expected"
         verdicts = [compare(r, e) for r, e in zip(result, reference)]
-        worst = [v for v in verdicts if v != "bit-exact"]
-        return worst[0] if worst else "bit-exact"
+        worst = max(range(len(verdicts)), key=lambda i: AGREEMENT.index(verdicts[i][0]), default=0)
+        if not verdicts or verdicts[worst][0] == "bit-exact":
+            return "bit-exact", "bit-exact"
+        return verdicts[worst][0], f"output {worst}: {verdicts[worst][1]}"
     result, reference = np.asarray(result), np.asarray(reference)
     if result.shape != reference.shape or result.dtype != reference.dtype:
-        return (f"MISMATCH: {result.dtype}{list(result.shape)}, graphflow gives "
-                f"{reference.dtype}{list(reference.shape)}")
+        return "mismatch", (f"{result.dtype}{list(result.shape)}, graphflow gives "
+                            f"{reference.dtype}{list(reference.shape)}")
     if result.tobytes() == reference.tobytes():
-        return "bit-exact"
-    if np.array_equal(result, reference, equal_nan=result.dtype.kind in "fc"):
-        return "equal values, not bit-identical (signed zeros or NaN payloads)"
-    if result.dtype.kind in "fc" and np.allclose(result, reference, rtol=1e-5, atol=1e-6,
-                                                 equal_nan=True):
+        return "bit-exact", "bit-exact"
+    floating = result.dtype.kind in "fc"
+    if np.array_equal(result, reference, equal_nan=floating):
+        return "equal", "equal values, not bit-identical (signed zeros or NaN payloads)"
+    if floating and np.allclose(result, reference, rtol=1e-5, atol=1e-6, equal_nan=True):
         diff = np.abs(result.astype(np.float64) - reference.astype(np.float64))
-        return (f"close, not bit-exact ({np.count_nonzero(diff)} elements differ, "
-                f"max |diff| {np.nanmax(diff):.2g}: another summation order)")
-    bad = np.count_nonzero(result != reference)
-    return f"MISMATCH: {bad} of {result.size} elements differ"
+        return "close", (f"close, not bit-exact: {np.count_nonzero(diff)} of {diff.size} "
+                         f"elements differ, max |diff| {np.nanmax(diff):.2g}")
+    return "mismatch", f"{np.count_nonzero(result != reference)} of {result.size} elements differ"
