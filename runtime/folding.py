@@ -78,7 +78,7 @@ def _evaluate(op: Operation, args: list, host: Device, config) -> list[np.ndarra
     single = len(op.outputs) == 1 and not any(spec.is_list for spec in op.op_def.outputs)
     results = [result] if single else list(result)
     if len(results) != len(op.outputs) or not all(
-            isinstance(r, np.ndarray) and r.nbytes <= MAX_FOLDED_BYTES for r in results):
+            isinstance(r, (np.ndarray, np.generic)) and r.nbytes <= MAX_FOLDED_BYTES for r in results):
         return None
     frozen = []
     for r in results:
