@@ -10,11 +10,12 @@ from .errors import InvalidArgumentError
 
 _DEVICE = re.compile(
     r"^(?:/job:[a-z0-9_]+)?(?:/replica:\d+)?(?:/task:\d+)?"
-    r"(?:/?(?:device:)?(?P<type>cpu|gpu)(?::(?P<index>\d+|\*))?)?$", re.IGNORECASE)
+    r"(?:/?(?:device:(?P<type>[a-z][a-z0-9_]*)|(?P<short>cpu|gpu))(?::(?P<index>\d+|\*))?)?$",
+    re.IGNORECASE)
 
 
 class DeviceSpec(NamedTuple):
-    device_type: str | None  # "cpu", "gpu", or None for "any"
+    device_type: str | None  # "cpu", "gpu" (or a registered device's type), None for "any"
     index: int | None        # None: any index
 
     def __str__(self) -> str:
@@ -34,7 +35,7 @@ def parse_device(device: str | None) -> DeviceSpec:
         raise InvalidArgumentError(
             f"Malformed device specification '{device}': expected e.g. '/cpu:0', "
             f"'/gpu:0' or '/device:GPU:0'")
-    dtype = m.group("type")
+    dtype = m.group("type") or m.group("short")
     index = m.group("index")
     return DeviceSpec(dtype.lower() if dtype else None,
                       None if index in (None, "*") else int(index))

@@ -120,3 +120,38 @@ def test_gpu_kernels_run_bound_to_their_device(scope):
     assert "a" in gpus[1].ran and "a" not in gpus[0].ran
     assert "b" in gpus[0].ran and "b" not in gpus[1].ran
     assert "c" not in gpus[0].ran + gpus[1].ran
+
+
+def test_a_new_kind_of_device_needs_only_its_own_code(scope):
+    """A device type the runtime has never heard of: a Device subclass, a discovery
+    function and a kernel for it. Placement honours it and copies go both ways."""
+    from graphflow.runtime import devices as registry
+
+    class ToyDevice(gf.runtime.Device):
+        device_type = "toy"
+
+        def from_host(self, array):
+            return ("toy", np.array(array, copy=True))
+
+        def to_host(self, array):
+            return array[1].copy()
+
+        def holds(self, array):
+            return isinstance(array, tuple) and array[0] == "toy"
+
+    twice = gf.register_op("TestToyTwice", inputs=["x: float32"], outputs=["y: float32"])
+    twice.shape_fn(lambda ctx: ctx.shape("x"))
+    twice.kernel("toy")(lambda ctx, x: ("toy", x[1] * 2))
+    registry.register_device_discovery(lambda: [ToyDevice(0)])
+    try:
+        x = scope.placeholder(gf.float32, shape=[3], name="x")
+        y = scope.with_device("/device:TOY:0").test_toy_twice(x, name="y")
+        z = scope.add(y, 1.0, name="z")
+        with gf.Session(scope.graph) as sess:
+            where, _ = _placement(sess, [z], [x])
+            assert (where["y"], where["z"]) == ("/device:TOY:0", "/device:CPU:0")
+            np.testing.assert_array_equal(sess.run(z, {x: np.arange(3, dtype=np.float32)}),
+                                          [1, 3, 5])
+    finally:
+        registry._DISCOVERIES.pop()
+        registry._discover.cache_clear()
