@@ -14,6 +14,10 @@ from graphflow.shapes import TensorShape, debug_string
 
 SIGNED_NUMBER_TYPES = tuple(t for t in NUMBER_TYPES if not t.is_unsigned)
 
+#: Outputs of at least this many elements are written into a buffer from the plan's
+#: pool (``ctx.empty``); below it a fresh numpy result costs less.
+MIN_OUT_ELEMENTS = 1 << 14
+
 
 def broadcast_shapes(ctx, *names: str) -> TensorShape:
     """The broadcast of the named inputs' shapes; an InvalidArgumentError if impossible.
@@ -51,9 +55,13 @@ def _binary(name: str, fn, types, doc: str, out: str = "T", aliases=()):
     @op.kernel("cpu")
     @op.kernel("gpu", T=tuple(t for t in types if not t.is_string))
     def _kernel(ctx, x, y, _fn=fn):
+        if x.shape == y.shape:
+            if x.size >= MIN_OUT_ELEMENTS and x.dtype.kind != "O" and ctx.xp is np:
+                # into a dead intermediate of the plan when there is one
+                return _fn(x, y, out=ctx.empty(x.shape, out_dtype or x.dtype))
         # the output has at most x.size * y.size elements: only a product past the
         # limit needs the exact (slower) check
-        if x.shape != y.shape and x.size * y.size * x.itemsize > (ctx.memory_limit or 0):
+        elif x.size * y.size * x.itemsize > (ctx.memory_limit or 0):
             check_broadcast(ctx, out_dtype or x.dtype, x, y)
         try:
             return _fn(x, y)  # numpy ufuncs dispatch to cupy for device arrays
@@ -82,14 +90,14 @@ def check_broadcast(ctx, dtype, *arrays) -> None:
 _concat_bytes = np.frompyfunc(operator.add, 2, 1)
 
 
-def _add(x, y):
+def _add(x, y, out=None):
     if x.dtype == object:  # strings concatenate
         return np.asarray(_concat_bytes(x, y), dtype=object)
-    return np.add(x, y)
+    return np.add(x, y, out=out)
 
 
-def _real_div(x, y):
-    return np.true_divide(x, y, dtype=x.dtype)
+def _real_div(x, y, out=None):
+    return np.true_divide(x, y, dtype=x.dtype, out=out)
 
 
 Add = _binary("Add", _add, NUMBER_TYPES + (string,), "x + y (strings concatenate).",
