@@ -8,16 +8,14 @@ route the rows of a tensor through different computations and reassemble it::
     rows = scope.dynamic_partition(scope.range(0, scope.size(x), 1), p, num_partitions=2)
     y = scope.dynamic_stitch(rows, [parts[0], scope.add(parts[1], 1.0)])
 
-Both kernels are vectorised: partition is one stable pass over the ids, stitch
-one scatter of all inputs in order. On a GPU both need sizes on the host (the
-output shapes depend on the values): partition transfers the k partition sizes
-and stitch the smallest and largest index, one transfer per node, which also
-validates them; string tensors stay on the CPU.
+On the CPU both kernels are compiled loops (ops/partition_loops.py): partition
+counts the rows of each partition, checking every id, then places each row;
+stitch checks every index, then writes the inputs' rows in order. On a GPU both
+need sizes on the host (the output shapes depend on the values): partition
+transfers the k partition sizes and stitch the smallest and largest index, one
+transfer per node, which also validates them; string tensors stay on the CPU.
 """
 from __future__ import annotations
-
-import math
-from functools import partial
 
 import numpy as np
 
@@ -26,15 +24,9 @@ from graphflow.errors import InvalidArgumentError
 from graphflow.registry import IntAttr, TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
 
-from . import gpu_index
-from .intra_op import run_each
+from . import gpu_index, partition_loops
 
 GPU_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
-
-#: Up to this many partitions, one boolean compress per partition beats a sort
-#: (measured at 10M float32 elements: 2 partitions 41 ms vs 132 ms, 8: 112 vs
-#: 150, 16: 262 vs 176; see the report of issue 4).
-COMPRESS_MAX_PARTITIONS = 8
 
 
 # -- shared shape rules ----------------------------------------------------------------
@@ -107,18 +99,15 @@ def _partition_rows(ctx, data, partitions):
 
 @DynamicPartition.kernel("cpu")
 def _dynamic_partition(ctx, data, partitions):
+    """Compiled counting sort (ops/partition_loops.py); the outputs are views of one
+    buffer, in partition order."""
     k = ctx.attrs["num_partitions"]
     data, partitions = np.asarray(data), np.asarray(partitions)
     _check_partition_shape(data, partitions)
-    ids = partitions.reshape(-1)
+    ids = np.ascontiguousarray(partitions).reshape(-1)
     _check_partition_ids(ids, partitions.shape, k)
-    rows = _partition_rows(ctx, data, partitions)
-    if k == 1:
-        return [rows.copy()]
-    if k <= COMPRESS_MAX_PARTITIONS:  # one compression per partition, over the cores
-        return run_each([partial(_compress_partition, rows, ids, i) for i in range(k)],
-                        k * (rows.size + ids.size))
-    return _partition_by_sort(rows, ids, k)
+    rows = np.ascontiguousarray(data).reshape((ids.size,) + data.shape[partitions.ndim:])
+    return partition_loops.partition(rows, ids, k, ctx.empty)
 
 
 @DynamicPartition.kernel("gpu", T=GPU_TYPES)
@@ -133,8 +122,7 @@ def _dynamic_partition_gpu(ctx, data, partitions):
         if ids.size else np.zeros(k + 1, np.int64)  # cupy's bincount rejects an empty input
     if sizes[k]:
         j = int(xp.argmin(valid))
-        raise InvalidArgumentError(f"partitions{_slice_position(partitions.shape, j)} = "
-                                   f"{int(ids[j])} is not in [0, {k})")
+        raise _bad_id_error(partitions.shape, int(ids[j]), j, k)
     rows = _partition_rows(ctx, data, partitions)
     if k == 1:
         return [rows.copy()]
@@ -142,26 +130,17 @@ def _dynamic_partition_gpu(ctx, data, partitions):
     return xp.split(ordered, np.cumsum(sizes[:k - 1]).tolist())
 
 
-def _compress_partition(rows: np.ndarray, ids: np.ndarray, i: int) -> np.ndarray:
-    return np.compress(ids == i, rows, axis=0)
-
-
 def _check_partition_ids(ids: np.ndarray, shape: tuple, k: int) -> None:
-    """Raise TensorFlow's error for the first id outside [0, k)."""
-    bad = ids.view(np.uint32) >= k  # negative ids wrap to large unsigned values
-    if bad.any():
-        j = int(np.argmax(bad))
-        raise InvalidArgumentError(
-            f"partitions{_slice_position(shape, j)} = {int(ids[j])} is not in [0, {k})")
+    """Raise TensorFlow's error for the first of the int32 ``ids`` outside [0, k)."""
+    j = int(partition_loops.first_bad_id(ids, 0, ids.size, k))
+    if j >= 0:
+        raise _bad_id_error(shape, int(ids[j]), j, k)
 
 
-def _partition_by_sort(rows: np.ndarray, ids: np.ndarray, k: int) -> list[np.ndarray]:
-    """Counting sort: sizes by bincount, a stable (radix for <= 16-bit keys) order, one
-    gather, then split. O(n) for any number of partitions up to 65536."""
-    counts = np.bincount(ids, minlength=k)
-    keys = ids.astype(np.uint8 if k <= 1 << 8 else np.uint16) if k <= 1 << 16 else ids
-    order = np.argsort(keys, kind="stable")
-    return np.split(rows[order], np.cumsum(counts)[:-1])
+def _bad_id_error(shape: tuple, value: int, j: int, k: int) -> InvalidArgumentError:
+    """TensorFlow's error for the id ``value`` at flat position ``j`` of partitions."""
+    return InvalidArgumentError(
+        f"partitions{_slice_position(shape, j)} = {value} is not in [0, {k})")
 
 
 # -- DynamicStitch, ParallelDynamicStitch -------------------------------------------------
@@ -228,37 +207,21 @@ def _merge_extra(ctx, extra: TensorShape, rest: TensorShape, m: int, dshape: Ten
     return extra.merge_with(rest)
 
 
-#: The stitch hands numpy its indices as int64 blocks of this many: numpy's fancy
-#: assignment takes a slow casting path for int32 index arrays (10M float32 rows:
-#: 126 ms as int32, 57 ms as one int64 array, 46 ms in int64 blocks), and blocks
-#: keep the temporary int64 copy small and in cache.
-STITCH_BLOCK = 1 << 18
-
-
 @DynamicStitch.kernel("cpu")
 @ParallelDynamicStitch.kernel("cpu")
 def _dynamic_stitch(ctx, indices, data):
+    """Every index checked, then one compiled loop over the inputs in order
+    (ops/partition_loops.py): the later of duplicate indices wins."""
     indices = [np.asarray(i) for i in indices]
     data = [np.asarray(d) for d in data]
     extra = _check_stitch_shapes(indices, data)
-    flats = [i.reshape(-1) for i in indices]
-    first = max([-1] + [int(f.max()) for f in flats if f.size]) + 1
-    if any(f.size and int(f.min()) < 0 for f in flats):
+    flats = [np.ascontiguousarray(i).reshape(-1) for i in indices]
+    bounds = [partition_loops.index_bounds(f) for f in flats if f.size]
+    if any(low < 0 for low, _ in bounds):
         raise _negative_index_error(indices, np.concatenate(flats))
-    slice_size = math.prod(extra)
-    dtype = data[0].dtype
-    ctx.check_allocation(first * slice_size, dtype)
-    merged = np.full((first,) + extra, b"", dtype=object) if dtype == object else \
-        np.zeros((first,) + extra, dtype=dtype)
-    # 1-D fancy assignment where slices are single elements: about 2x faster
-    target = merged.reshape(-1) if slice_size == 1 else merged.reshape(first, slice_size)
-    # Inputs in order, each in order: the last of duplicate indices wins.
-    for flat, d in zip(flats, data):
-        rows = d.reshape((flat.size,) + target.shape[1:])
-        for start in range(0, flat.size, STITCH_BLOCK):
-            stop = start + STITCH_BLOCK
-            target[flat[start:stop].astype(np.int64)] = rows[start:stop]
-    return merged
+    first = max([-1] + [int(high) for _, high in bounds]) + 1
+    merged = ctx.empty((first,) + extra, data[0].dtype)
+    return partition_loops.stitch(flats, [np.ascontiguousarray(d) for d in data], merged)
 
 
 @DynamicStitch.kernel("gpu", T=GPU_TYPES)

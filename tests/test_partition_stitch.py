@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError, InvalidDTypeError, ResourceExhaustedError
-from graphflow.ops import DynamicPartition, DynamicStitch, ParallelDynamicStitch, partition_ops
+from graphflow.ops import DynamicPartition, DynamicStitch, ParallelDynamicStitch, partition_loops
 
 from ref_partition import ref_dynamic_partition, ref_dynamic_stitch
 
@@ -126,15 +126,33 @@ def test_stitch_later_wins_at_scale(scope, run):
 
 
 @pytest.mark.parametrize("extra", [(), (1,), (3,)])
-def test_stitch_later_wins_across_blocks(scope, run, monkeypatch, extra):
-    """The kernel assigns in blocks of indices: duplicates in different blocks of one
-    input, and across inputs, still resolve to the later (m, i)."""
-    monkeypatch.setattr(partition_ops, "STITCH_BLOCK", 4)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.complex128, object])
+def test_stitch_later_wins_across_threads(scope, run, monkeypatch, extra, dtype):
+    """Split over the intra-op pool even when small: each thread writes the rows of its
+    range of the output; duplicates within one input and across inputs still resolve
+    to the later (m, i)."""
+    monkeypatch.setattr(partition_loops, "STITCH_PARALLEL_MIN", 0)
     rng = np.random.default_rng(7)
     indices = [rng.integers(0, 12, size=s).astype(np.int32) for s in (23, (3, 5), 9)]
-    data = [rng.standard_normal(i.shape + extra).astype(np.float32) for i in indices]
+    data = [rng.integers(-100, 100, i.shape + extra).astype(dtype) for i in indices]
+    if dtype is object:  # strings
+        data = [np.vectorize(lambda v: str(v).encode(), otypes=[object])(d) for d in data]
     _, got = stitch(scope, run, indices, data)
     assert_same(got, ref_dynamic_stitch(indices, data))
+
+
+@pytest.mark.parametrize("k", [1, 2, 17, 300])
+@pytest.mark.parametrize("extra", [(), (3,)])
+def test_partition_stable_across_threads(scope, run, monkeypatch, k, extra):
+    """Counted and placed by ranges of rows on the intra-op pool even when small: each
+    partition keeps the order of its rows."""
+    monkeypatch.setattr(partition_loops, "PARTITION_PARALLEL_MIN", 0)
+    rng = np.random.default_rng(k)
+    p = rng.integers(0, k, 1001).astype(np.int32)
+    data = rng.standard_normal((1001,) + extra)
+    _, got = partition(scope, run, data, p, k)
+    for g, e in zip(got, ref_dynamic_partition(data, p, k)):
+        assert_same(g, e)
 
 
 @pytest.mark.parametrize("builder", STITCHES)
