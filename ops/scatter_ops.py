@@ -10,11 +10,12 @@ reads it. Plain reference loop::
 Every kernel works the same way: flatten the index tuples to int64 linear
 slice offsets, validate them all in one pass (TensorFlow's message for a bad
 tuple, or skip it under ``bad_indices_policy="IGNORE"``; nothing is written
-before that), then one bulk numpy operation on the tensor viewed as
-``[num_slices, slice_size]``. Duplicates: ScatterNd and TensorScatterAdd/Sub/
-Min/Max apply them in index order (``ufunc.at`` is sequential, so float sums
-are bit-exact with TensorFlow's CPU loop); TensorScatterUpdate keeps the last
-(numpy fancy assignment writes in order).
+before that), then run the reference loop above over the tensor viewed as
+``[num_slices, slice_size]``: compiled by numba (``ops/scatter_loops.py``), or
+numpy's sequential ``ufunc.at`` for what numba does not compile (strings, and
+float16 sums and min/max). Duplicates: ScatterNd and TensorScatterAdd/Sub/
+Min/Max apply them in index order (so float sums are bit-exact with
+TensorFlow's CPU loop); TensorScatterUpdate keeps the last.
 
 The run-time checks, their order and their messages follow TensorFlow 2.21's
 CPU kernels (tests/conformance/tf_cases.json), quirks included: a rank-1
@@ -38,8 +39,7 @@ from graphflow.errors import InvalidArgumentError
 from graphflow.registry import IntAttr, StringAttr, TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
 
-from . import gpu_index
-from .intra_op import MIN_PARALLEL_SCATTER, run_in_chunks
+from . import gpu_index, scatter_loops
 
 BAD_INDICES_POLICIES = ("", "DEFAULT", "ERROR", "IGNORE")
 KERNEL_INDEX_TYPES = (int32, int64)
@@ -47,25 +47,6 @@ GPU_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
 
 #: Largest index depth TensorFlow's CPU kernels instantiate.
 MAX_INDEX_DEPTH = 7
-
-#: Duplicate handling for Add/Sub/Min/Max with slices (slice_size > 1): when the
-#: offsets are unique, one fancy read-combine-write beats ``ufunc.at`` on the
-#: element offsets (measured, float32: 100k slices of 16: 5 ms vs 10 ms; 10k of
-#: 256: 2.7 ms vs 7.7 ms; the check costs 0.1 ms). For single elements
-#: ``ufunc.at`` is as fast or faster than read-combine-write (1M into 10M: 12 ms
-#: vs 3 + 23 ms), so it is used directly, except where the output is fresh zeros
-#: (ScatterNd): there unique offsets make the sum a plain assignment, split over
-#: the cores (1M into 10M: 7.3 ms vs 10.6 ms for ``np.add.at``, 6.2 ms for a bare
-#: ``o[i] = u``). The uniqueness check marks a bool array while the output has at
-#: most this many slices per update, else it sorts the offsets.
-MARK_MAX_SLICES_PER_UPDATE = 128
-
-#: Fewest single-element updates for which the uniqueness check can pay.
-UNIQUE_CHECK_MIN_UPDATES = 1 << 14
-
-#: The uniqueness check first sorts this many leading offsets: duplicates drawn
-#: from a small range show up there, and the full check is skipped.
-UNIQUE_SAMPLE = 1024
 
 
 # -- build-time shape rules (TensorFlow's InferenceContext) ---------------------------------
@@ -199,15 +180,6 @@ def _check_depth(depth: int, low: int) -> None:
             f"supported.  Requested rank: {depth}")
 
 
-def _empty_tensor(shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
-    """Zeros (empty strings for string) of ``shape``: a fresh array that owns its memory."""
-    if dtype == object:
-        out = np.empty(shape, dtype=object)
-        out.fill(b"")
-        return out
-    return np.zeros(shape, dtype=dtype)
-
-
 # -- run-time shape checks (TensorFlow's kernels, in their order) -----------------------------
 def _valid_empty(num_output: int, num_indices: int, num_updates: int) -> bool:
     """TensorFlow's ValidEmptyOutputShape: no indices and no updates, or all three non-empty."""
@@ -312,40 +284,13 @@ def _prepare(shape: Sequence[int], indices: np.ndarray, updates: np.ndarray) -> 
 
 
 # -- the bulk update ----------------------------------------------------------------------------
-def _unique_offsets(offsets: np.ndarray, num_slices: int) -> bool:
-    """True when no offset repeats: a bool mark array while the output is not much larger
-    than the updates (O(num_slices)), else a sort (O(n log n)). Offsets that cannot all
-    be distinct, or that repeat within the first ``UNIQUE_SAMPLE``, return early."""
-    if len(offsets) > num_slices:
-        return False
-    if len(offsets) > 4 * UNIQUE_SAMPLE:
-        head = np.sort(offsets[:UNIQUE_SAMPLE])
-        if (head[1:] == head[:-1]).any():
-            return False
-    if num_slices <= MARK_MAX_SLICES_PER_UPDATE * len(offsets):
-        seen = np.zeros(num_slices, dtype=bool)
-        seen[offsets] = True
-        return np.count_nonzero(seen) == len(offsets)
-    ordered = np.sort(offsets)
-    return not bool((ordered[1:] == ordered[:-1]).any())
-
-
-def _tf_min(current, update):
-    """Eigen's min(current, update): a NaN update never wins, a NaN already there stays."""
-    return np.where(update < current, update, current)
-
-
-def _tf_max(current, update):
-    return np.where(current < update, update, current)
-
-
-#: op -> (combine for unique offsets, ufunc applied in order for duplicates, value that
-#:        replaces a NaN update so that it has no effect under the ufunc)
-_COMBINE = {
-    "add": (np.add, np.add, None),
-    "sub": (np.subtract, np.subtract, None),
-    "min": (_tf_min, np.minimum, np.inf),
-    "max": (_tf_max, np.maximum, -np.inf),
+#: op -> (ufunc applied in index order, value that replaces a NaN update so that it has no
+#:        effect under the ufunc): numpy's path, for what numba does not compile.
+_UFUNC_AT = {
+    "add": (np.add, None),
+    "sub": (np.subtract, None),
+    "min": (np.minimum, np.inf),
+    "max": (np.maximum, -np.inf),
 }
 
 
@@ -354,31 +299,29 @@ def scatter_into(out: np.ndarray, offsets: np.ndarray, updates: np.ndarray, op: 
     """Apply ``updates`` ``[n, slice_size]`` to the slices ``offsets`` of ``out`` in place.
 
     ``op`` is ``"update"`` (assign; the last duplicate wins), ``"add"``,
-    ``"sub"``, ``"min"`` or ``"max"`` (duplicates combine in index order).
-    ``out`` must be C-contiguous and non-empty; ``into_zeros`` says it holds
-    zeros (ScatterNd), so that an "add" of unique offsets is an assignment.
+    ``"sub"``, ``"min"`` or ``"max"`` (duplicates combine in index order; min/max
+    with Eigen's rules: a NaN update never wins, a NaN already there stays, of
+    equal values the earlier stays). ``out`` must be C-contiguous and non-empty;
+    ``into_zeros`` (ScatterNd) says the result starts from zeros (empty strings),
+    whatever ``out`` holds now. The offsets are validated already.
+
+    The compiled loops (``ops/scatter_loops.py``) do every dtype numba compiles;
+    numpy's ``ufunc.at``, which is sequential too, does float16 sums and min/max
+    and strings.
     """
-    slice_size = updates.shape[1]
-    if op == "update":
-        _assign(out, offsets, updates, unique=False)
+    out2d = out.reshape(-1, updates.shape[1])
+    if scatter_loops.can_combine(op, out.dtype):
+        scatter_loops.scatter(out2d, offsets, updates, op, zero_first=into_zeros)
         return
-    num_slices = out.size // slice_size
-    unique = None  # not checked yet
-    if into_zeros and op == "add" and updates.dtype != object and (
-            slice_size > 1 or len(offsets) >= UNIQUE_CHECK_MIN_UPDATES):
-        unique = _unique_offsets(offsets, num_slices)
-        if unique:
-            if updates.dtype.kind in "fc":  # 0 + u is u, except that 0.0 + -0.0 is 0.0
-                updates = updates + updates.dtype.type(0)
-            _assign(out, offsets, updates, unique=True)
-            return
-    out2d = out.reshape(-1, slice_size)
-    combine, ufunc, nan_neutral = _COMBINE[op]
-    if slice_size > 1 and (_unique_offsets(offsets, num_slices) if unique is None else unique):
-        out2d[offsets] = combine(out2d[offsets], updates)
+    if into_zeros:
+        out.fill(b"" if out.dtype == object else 0)
+    if op == "update":  # strings and objects: fancy assignment writes in order
+        out2d[offsets] = updates
         return
+    ufunc, nan_neutral = _UFUNC_AT[op]
     if nan_neutral is not None and updates.dtype.kind == "f" and np.isnan(updates).any():
         updates = np.where(np.isnan(updates), updates.dtype.type(nan_neutral), updates)
+    slice_size = updates.shape[1]
     if slice_size > 1:
         offsets = (offsets[:, None] * slice_size + np.arange(slice_size)).reshape(-1)
     flat, values = out.reshape(-1), updates.reshape(-1)
@@ -386,23 +329,6 @@ def scatter_into(out: np.ndarray, offsets: np.ndarray, updates: np.ndarray, op: 
         _min_max_at(ufunc, flat, offsets, values)  # a zero update can tie 0.0 with -0.0
     else:
         ufunc.at(flat, offsets, values)
-
-
-def _assign(out: np.ndarray, offsets: np.ndarray, rows: np.ndarray, unique: bool) -> None:
-    """``out``'s slices at ``offsets`` = ``rows`` (the last duplicate wins). Unique
-    offsets write disjoint memory, so large assignments are split over the cores."""
-    slice_size = rows.shape[1]
-    if slice_size == 1:  # 1-D fancy assignment: about 2x faster than on a [n, 1] view
-        target, rows = out.reshape(-1), rows.reshape(-1)
-    else:
-        target = out.reshape(-1, slice_size)
-    if not unique:
-        target[offsets] = rows
-        return
-
-    def assign(start: int, stop: int) -> None:
-        target[offsets[start:stop]] = rows[start:stop]
-    run_in_chunks(assign, len(offsets), rows.size, MIN_PARALLEL_SCATTER)
 
 
 def _min_max_at(ufunc, flat: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> None:
@@ -434,7 +360,8 @@ def _scatter(ctx, out_shape: tuple, indices: np.ndarray, updates: np.ndarray, op
              check_shapes: Callable[[], None], key: tuple = (),
              into_zeros: bool = False) -> np.ndarray:
     """The common tail of the scatter kernels: validate everything, then get the output
-    buffer from ``make_output`` (zeros when ``into_zeros``) and update it. On a GPU a
+    buffer from ``make_output`` and update it (with ``into_zeros``, ScatterNd, starting
+    from zeros: the CPU buffer comes uninitialized and the loops zero it). On a GPU a
     bad index is skipped unless the policy is "ERROR" (TensorFlow's GPU semantics).
 
     The shape checks (``check_shapes``, then TensorFlow's PrepareAndValidateInputs)
@@ -517,9 +444,11 @@ def _scatter_nd_on(ctx, indices, updates, shape, on_gpu: bool):
         # before the index offsets are computed in int64, which a huge shape overflows
         ctx.check_allocation(math.prod(dims), updates.dtype)
 
-    def zeros() -> np.ndarray:  # its size was checked with the shapes
-        return ctx.xp.zeros(dims, updates.dtype) if on_gpu else _empty_tensor(dims, updates.dtype)
-    return _scatter(ctx, dims, indices, updates, "add", zeros, on_gpu, check_shapes,
+    def output() -> np.ndarray:  # its size was checked with the shapes
+        if on_gpu:
+            return ctx.xp.zeros(dims, updates.dtype)
+        return ctx.empty(dims, updates.dtype)  # scatter_into starts it from zeros
+    return _scatter(ctx, dims, indices, updates, "add", output, on_gpu, check_shapes,
                     (shape.shape,), into_zeros=True)
 
 
@@ -663,10 +592,16 @@ def gather_nd(ctx, params: np.ndarray, indices: np.ndarray, policy: str,
                                    f"{index_max}")
     result_shape = tuple(indices.shape[:-1]) + tuple(params.shape[depth:])
     ctx.check_allocation(math.prod(result_shape), params.dtype)
-    xp = ctx.xp if on_gpu else np
-    out = xp.empty(result_shape if out_shape is None else out_shape, dtype=params.dtype)
+    shape = result_shape if out_shape is None else out_shape
+
+    def output():  # the CPU's comes from the plan's pool, after the indices are validated
+        if on_gpu:
+            return ctx.xp.empty(shape, dtype=params.dtype)
+        if params.dtype == object:
+            return np.empty(shape, object)
+        return ctx.empty(shape, params.dtype)
     if num_tuples == 0:
-        return out
+        return output()
     if params.size == 0:
         raise InvalidArgumentError(f"Requested more than 0 entries, but params is empty.  "
                                    f"Params shape: {debug_string(params.shape)}")
@@ -675,18 +610,25 @@ def gather_nd(ctx, params: np.ndarray, indices: np.ndarray, policy: str,
     message = _bad_index_message(indices, tuples, "param shape", params.shape,
                                  f", node name: {ctx.node_name}")
     source = params.reshape(-1, slice_size)
-    out2d = out.reshape(num_tuples, slice_size)
     if on_gpu:
-        offsets = gpu_index.locate(xp, tuples, params.shape[:depth], policy, message)
-        gpu_index.gather(xp, source, offsets, out2d)
+        offsets = gpu_index.locate(ctx.xp, tuples, params.shape[:depth], policy, message)
+        out = output()
+        gpu_index.gather(ctx.xp, source, offsets, out.reshape(num_tuples, slice_size))
         return out
     offsets, keep = locate(tuples, params.shape[:depth], policy, message)
-    if keep is None:  # every offset is checked: "clip" skips numpy's own bounds pass
-        run_in_chunks(lambda a, b: np.take(source, offsets[a:b], axis=0, out=out2d[a:b],
-                                           mode="clip"), num_tuples, out2d.size)
-    else:  # IGNORE: a bad index gives zeros (empty strings), as TensorFlow's CPU kernel
-        out2d[~keep] = b"" if params.dtype == object else 0
-        out2d[keep] = source[offsets]
+    out = output()
+    out2d = out.reshape(num_tuples, slice_size)
+    if params.dtype == object:  # strings: numpy
+        if keep is None:
+            out2d[...] = source[offsets]
+        else:  # IGNORE: a bad index gives empty strings, as TensorFlow's CPU kernel
+            out2d[~keep] = b""
+            out2d[keep] = source[offsets]
+        return out
+    if keep is not None:  # IGNORE: a bad index gives zeros, as TensorFlow's CPU kernel
+        kept, offsets = offsets, np.full(num_tuples, -1, np.int64)
+        offsets[keep] = kept
+    scatter_loops.gather(out2d, source, offsets)
     return out
 
 
