@@ -1,7 +1,7 @@
 """The ``graphflow`` command: look at, document and run saved graphs.
 
-    graphflow show GRAPH.json [-o graph.svg|png|pdf|dot]   DOT text or a picture
-    graphflow inspect GRAPH.json                           nodes, types, dtypes, shapes
+    graphflow show GRAPH.json [-o graph.svg|png|pdf|dot] [--fused]   DOT text or a picture
+    graphflow inspect GRAPH.json                           nodes, types, dtypes, shapes, fused regions
     graphflow run GRAPH.json --fetch NAME[:i] [--feed NAME[:i]=x.npy] [--save DIR]
     graphflow ops [NAME] [--markdown]                      the op reference
 
@@ -30,7 +30,7 @@ class UsageError(Exception):
 def _cmd_show(args: argparse.Namespace) -> None:
     from . import visualize
 
-    dot = _load(args.graph).to_dot(legend=not args.no_legend)
+    dot = _load(args.graph).to_dot(legend=not args.no_legend, fused=args.fused)
     if args.output is None or args.output == "-":
         sys.stdout.write(dot)
         return
@@ -58,6 +58,14 @@ def _cmd_inspect(args: argparse.Namespace) -> None:
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
     print(f"{len(graph)} nodes")
+    from graphflow.runtime.fusion import plan_regions
+
+    regions = plan_regions(graph)
+    if regions:
+        print(f"fused regions of a plan fetching every output no node reads (Placeholders fed): "
+              f"{len(regions)}")
+        for region in regions:
+            print(f"  {region.describe()}")
 
 
 # -- run -------------------------------------------------------------------------------
@@ -218,6 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("graph", metavar="GRAPH", help="a GraphDef JSON file")
     show.add_argument("-o", "--output", metavar="FILE", help="out.svg, out.png, out.pdf or out.dot")
     show.add_argument("--no-legend", action="store_true", help="leave out the colour legend")
+    show.add_argument("--fused", action="store_true",
+                      help="draw the element-wise regions a plan fuses as clusters")
     show.set_defaults(func=_cmd_show, parser=show)
 
     inspect = verbs.add_parser("inspect", help="list a graph's nodes, types, dtypes and shapes")

@@ -24,6 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Fill colour per requested device type ("" = no device requested).
 DEVICE_COLORS = {"cpu": "#dae8fc", "gpu": "#d5e8d4", "": "#ffffff"}
 _LEGEND = (("cpu", "requested CPU"), ("gpu", "requested GPU"), ("", "no device requested"))
+#: Fill colour of a fused element-wise region's cluster.
+FUSED_COLOR = "#fff2cc"
 #: Formats ``render`` asks ``dot`` for, by file extension.
 RENDER_FORMATS = ("svg", "png", "pdf")
 _MAX_SHOWN_VALUE = 4  # a Const with at most this many elements shows its value
@@ -77,19 +79,30 @@ def _node_line(op: "Operation", scope: str) -> str:
     return f"{_quote(op.name)} [label={_quote(_label(op, scope))}, fillcolor=\"{color}\"{extra}];"
 
 
-def to_dot(graph: "Graph", *, legend: bool = True, rankdir: str = "TB") -> str:
+def to_dot(graph: "Graph", *, legend: bool = True, rankdir: str = "TB",
+           fused: bool = False) -> str:
     """The DOT text of ``graph``: one box per op (constants smaller, in grey), name
     scopes as dashed clusters, solid data edges labelled with the shape (and the
-    output index of a multi-output op) and dashed control edges."""
+    output index of a multi-output op) and dashed control edges. ``fused=True`` also
+    draws each element-wise region that a plan fetching the graph's unread outputs
+    fuses into one kernel (runtime/fusion.py) as a filled cluster of the ops it
+    replaces, inside the innermost name scope that holds them all."""
     lines = ["digraph graphflow {",
              f"  graph [rankdir={rankdir}, fontname=Helvetica, fontsize=10];",
              '  node [shape=box, style="rounded,filled", fontname=Helvetica, fontsize=10];',
              "  edge [fontname=Helvetica, fontsize=9];"]
     ops = graph.operations()
     names = {op.name for op in ops}
-    members: dict[str, list] = {}
+    regions = _fused_regions(graph) if fused else []
+    in_region = {op for r in regions for op in r.members}
+    region_scopes: dict[str, list] = {}
+    for r in regions:
+        region_scopes.setdefault(_common_scope([_scope_of(op.name, names) for op in r.members]),
+                                 []).append(r)
+    members: dict[str, list] = {scope: [] for scope in region_scopes}
     for op in ops:
-        members.setdefault(_scope_of(op.name, names), []).append(op)
+        if op not in in_region:
+            members.setdefault(_scope_of(op.name, names), []).append(op)
     children: dict[str, list[str]] = {}
     for scope in sorted(members):
         parts = scope.split("/") if scope else []
@@ -97,7 +110,7 @@ def to_dot(graph: "Graph", *, legend: bool = True, rankdir: str = "TB") -> str:
             parent, child = "/".join(parts[:depth]), "/".join(parts[:depth + 1])
             if child not in children.setdefault(parent, []):
                 children[parent].append(child)
-    counter = iter(range(len(ops) + 1))
+    counter = iter(range(len(ops) + len(regions) + 1))
 
     def emit(scope: str, indent: str) -> None:
         for child in children.get(scope, []):
@@ -105,6 +118,13 @@ def to_dot(graph: "Graph", *, legend: bool = True, rankdir: str = "TB") -> str:
             lines.append(f"{indent}  label={_quote(child.rsplit('/', 1)[-1])}; "
                          "style=\"rounded,dashed\"; color=gray60; fontcolor=gray30;")
             emit(child, indent + "  ")
+            lines.append(f"{indent}}}")
+        for r in region_scopes.get(scope, []):
+            lines.append(f"{indent}subgraph cluster_{next(counter)} {{")
+            lines.append(f"{indent}  label={_quote('fused: ' + r.name)}; style=\"rounded,filled\"; "
+                         f"fillcolor=\"{FUSED_COLOR}\"; color=gray50; fontcolor=gray30;")
+            for op in r.members:
+                lines.append(indent + "  " + _node_line(op, scope))
             lines.append(f"{indent}}}")
         for op in members.get(scope, []):
             lines.append(indent + _node_line(op, scope))
@@ -122,6 +142,23 @@ def to_dot(graph: "Graph", *, legend: bool = True, rankdir: str = "TB") -> str:
         lines += _legend()
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _fused_regions(graph: "Graph") -> list:
+    from graphflow.runtime.fusion import plan_regions
+    return plan_regions(graph)
+
+
+def _common_scope(scopes: list[str]) -> str:
+    """The innermost name scope enclosing every one of ``scopes``."""
+    common = scopes[0].split("/") if scopes[0] else []
+    for scope in scopes[1:]:
+        parts = scope.split("/") if scope else []
+        n = 0
+        while n < min(len(common), len(parts)) and common[n] == parts[n]:
+            n += 1
+        common = common[:n]
+    return "/".join(common)
 
 
 def _legend() -> list[str]:

@@ -22,6 +22,8 @@ from graphflow.graph import Operation, Output
 from graphflow.inference import constant_value
 from graphflow.registry import op_def
 
+from .fusion import fuse_elementwise
+
 _UNARY = {"Identity", "Neg"}
 _BINARY = {"Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"}
 _STITCHES = {"DynamicStitch", "ParallelDynamicStitch"}
@@ -36,6 +38,7 @@ def rewrite(ops: list[Operation], fed: Collection[Output] = ()) -> dict[Output, 
             fused = _fuse_partition_stitch(op, fed)
             if fused is not None:
                 subst[op.outputs[0]] = fused.outputs[0]
+    subst.update(fuse_elementwise(ops, fed, subst))  # after: the pattern above has priority
     return subst
 
 

@@ -30,6 +30,7 @@ class NodeEvent:
     output_shapes: list
     bytes_allocated: int
     forwarded: bool
+    replaces: tuple[str, ...] = ()  # for a fused step: the graph's nodes it computed
 
 
 @dataclass
@@ -60,13 +61,20 @@ class RunMetadata:
                 "ph": "X", "name": e.node, "cat": e.op_type, "pid": pid[e.device],
                 "tid": tid[(e.device, e.thread)], "ts": e.start_us - origin,
                 "dur": max(e.end_us - e.start_us, 0.001),
-                "args": {k: v for k, v in asdict(e).items()
-                         if k in ("op_type", "output_shapes", "bytes_allocated", "forwarded")}})
+                "args": _args(e)})
         return {"traceEvents": trace, "displayTimeUnit": "ms"}
 
     def save_chrome_trace(self, path: str | os.PathLike) -> None:
         with open(path, "w") as f:
             json.dump(self.chrome_trace(), f)
+
+
+def _args(e: NodeEvent) -> dict[str, Any]:
+    args = {k: v for k, v in asdict(e).items()
+            if k in ("op_type", "output_shapes", "bytes_allocated", "forwarded")}
+    if e.replaces:
+        args["replaces"] = list(e.replaces)
+    return args
 
 
 def traced(step, metadata: RunMetadata):
@@ -79,6 +87,8 @@ def traced(step, metadata: RunMetadata):
     inputs = step.flat_inputs
     outputs = step.outputs
     allocates = op is None or op.op_def.fresh_outputs
+    replaces = tuple(getattr(step, "replaces", ()) or
+                     (op.attrs.get("replaces", ()) if op is not None else ()))
 
     synchronize = step.device.synchronize  # GPU kernels run asynchronously: time them whole
 
@@ -96,5 +106,5 @@ def traced(step, metadata: RunMetadata):
             name, op_type, device, threading.current_thread().name, start / 1e3, end / 1e3,
             [list(getattr(v, "shape", ())) for v in values],
             sum(int(getattr(v, "nbytes", 0)) for v in values
-                if allocates and not any(v is b for b in before)), forwarded))
+                if allocates and not any(v is b for b in before)), forwarded, replaces))
     return run_traced

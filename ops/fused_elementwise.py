@@ -1,0 +1,160 @@
+"""``_FusedElementwise``: a region of element-wise ops computed in one kernel call.
+
+Made by the plan-time fusion of runtime/fusion.py, never by users. The attr
+``region`` holds the ops it replaces and their structure (a
+``runtime.fusion.Region``); ``replaces`` their names.
+
+A call takes one of two paths:
+
+- **fast**: every input has one shape, or holds one element (a scalar, also of
+  shape [1] or [1, 1] when the others have at least as many dims), and every
+  output depends on an input of the full shape: one compiled loop over the
+  elements writes every output into a buffer from ``ctx.empty``;
+- **per node**: anything else (inputs that broadcast, outputs larger than the
+  memory limit, shapes that do not broadcast at all) runs the original nodes'
+  own kernels one after the other, so broadcasting, results and errors are
+  theirs, and an error names the node that raised it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from graphflow.errors import InternalError, InvalidArgumentError, OpError, ResourceExhaustedError
+from graphflow.kernel_context import KernelContext
+from graphflow.registry import IntAttr, TypeAttr, register_op
+
+FusedElementwise = register_op(
+    "_FusedElementwise",
+    inputs=["inputs: N * T"],
+    outputs=["outputs: M * T"],
+    attrs={"T": TypeAttr(), "N": IntAttr(minimum=1), "M": IntAttr(minimum=1)},
+    doc="The element-wise ops of the attr 'region' computed in one pass; each input and "
+        "output has the dtype of the value it stands for (T is the first output's).")
+
+#: The largest buffer numpy (and an int64 byte count) can describe.
+_MAX_BYTES = 2 ** 63 - 1
+
+
+@FusedElementwise.kernel("cpu")
+def _fused_elementwise(ctx, inputs):
+    run = ctx.cache.get("run")
+    if run is None:
+        run = ctx.cache.setdefault("run", _compiled(ctx))
+    return run(inputs)
+
+
+@FusedElementwise.kernel("gpu")
+def _fused_elementwise_gpu(ctx, inputs):
+    """On a GPU the region runs node by node on the nodes' own GPU kernels."""
+    run = ctx.cache.get("run")
+    if run is None:
+        run = ctx.cache.setdefault("run", _per_node(ctx))
+    return run(inputs)
+
+
+def _compiled(ctx):
+    """The fast path, falling back to :func:`_per_node`; everything that does not depend
+    on the values is worked out here, once per plan."""
+    region = ctx.attrs["region"]
+    program = region.program
+    per_node = _per_node(ctx)
+    out_dtypes = tuple(np.dtype(program.nodes[i][1]) for i in program.outputs)
+    itemsize = max(np.dtype(dtype).itemsize for _, dtype, _ in program.nodes)
+    limit = _MAX_BYTES if ctx.memory_limit is None else min(ctx.memory_limit, _MAX_BYTES)
+    max_elements = limit // itemsize  # past it, an unfused node may raise: let it
+    supports = region.supports
+    kernels: dict[int, object] = {}
+    empty = ctx.empty
+
+    def run(inputs):
+        shape = None
+        n = 1
+        scalars = 0
+        bit = 1
+        for x in inputs:
+            if x.size == 1:
+                scalars |= bit
+            elif shape is None:
+                shape, n = x.shape, x.size
+            elif x.shape != shape:
+                return per_node(inputs)
+            bit <<= 1
+        if scalars:
+            if shape is None:  # every input holds one element: the same shape, or per node
+                shape = inputs[0].shape
+                for x in inputs:
+                    if x.shape != shape:
+                        return per_node(inputs)
+                scalars = 0
+            else:
+                rank = len(shape)
+                for x in inputs:
+                    if x.ndim > rank:
+                        return per_node(inputs)
+                for s in supports:
+                    if not s & ~scalars:  # an output of scalars only: one element
+                        return per_node(inputs)
+        if n > max_elements:
+            return per_node(inputs)
+        fn = kernels.get(scalars)
+        if fn is None:
+            fn = kernels.setdefault(scalars, program.kernel(scalars))
+        try:
+            outs = [empty(shape, dtype) for dtype in out_dtypes]
+        except MemoryError:  # the unfused node that fails says so, in its words
+            return per_node(inputs)
+        # 1-D values go as they are (numba reads any strides); others as flat views
+        fn(n, *[x if x.ndim == 1 else x.reshape(-1) for x in inputs],
+           *(outs if len(shape) == 1 else [o.reshape(-1) for o in outs]))
+        return outs
+    return run
+
+
+def _per_node(ctx):
+    """Run the region's original nodes one by one with their own kernels (on the
+    fused node's device); an error names the node that raised it."""
+    region = ctx.attrs["region"]
+    program = region.program
+    device_type = ctx.device.device_type if ctx.device is not None else "cpu"
+    steps = []
+    for op, (_, _, operands) in zip(region.members, program.nodes):
+        attrs = dict(op.attrs)
+        found = op.op_def.find_kernel(device_type, attrs)
+        if found is None:
+            raise op.op_def.no_kernel_error(device_type, attrs, op.name).with_node(
+                op.name, op.type, site=op.site)
+        member_ctx = KernelContext(op.name, op.type, op.attrs, device=ctx.device, xp=ctx.xp,
+                                   config=ctx.config, memory_limit=ctx.memory_limit,
+                                   buffers=ctx.buffers)
+        steps.append((op, found.fn, member_ctx, operands))
+    n_in = len(program.inputs)
+    outputs = tuple(n_in + i for i in program.outputs)
+
+    def run(inputs):
+        values = list(inputs)
+        for op, fn, member_ctx, operands in steps:
+            try:
+                values.append(fn(member_ctx, *[values[r] for r in operands]))
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as e:  # noqa: BLE001 - re-raised naming the node
+                raise node_error(op, e) from e
+        return [values[i] for i in outputs]
+    return run
+
+
+def node_error(op, err: BaseException) -> OpError:
+    """``err`` as the executor reports an error of ``op`` (runtime/executor.py
+    ``_node_error``): an OpError naming the node."""
+    name, type_, site = op.name, op.type, op.site
+    if isinstance(err, OpError):
+        return err.with_node(name, type_, site=site)
+    if isinstance(err, MemoryError) or (
+            isinstance(err, ValueError) and str(err).startswith("array is too big")):
+        return ResourceExhaustedError(f"OOM while running the kernel: {err}", name, type_, site=site)
+    if isinstance(err, (ValueError, IndexError, TypeError, ArithmeticError)):
+        return InvalidArgumentError(f"{type(err).__name__}: {err}", name, type_, site=site)
+    return InternalError(f"{type(err).__name__}: {err}", name, type_, site=site)
+
+
+__all__ = ["FusedElementwise", "node_error"]
