@@ -9,8 +9,10 @@ Partition -> element-wise -> stitch. The seed pipeline
     y     = DynamicStitch(rows, [f_0(parts[0]), ..., f_{K-1}(parts[K-1])])
 
 with element-wise f_k (chains of Identity/Neg and binary ops with a scalar) and
-1-D x equals ``select(p, f_k(x))``: one pass instead of a partition, K
-compactions and a scatter. With p = Cast(mask), the mask is used directly.
+1-D x equals ``y[i] = f_{p[i]}(x[i])``: one pass (a compiled loop on the CPU,
+ops/fused_ops.py) instead of a partition, K compactions and a scatter. With
+p = Cast(mask), the mask is used directly; with mask = x compared with a scalar
+(the seed's ``x != -1``), the pass compares x itself and the mask is never made.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from .fusion import fuse_elementwise
 _UNARY = {"Identity", "Neg"}
 _BINARY = {"Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"}
 _STITCHES = {"DynamicStitch", "ParallelDynamicStitch"}
+_COMPARISONS = {"Equal", "NotEqual", "Less", "Greater"}
 
 
 def rewrite(ops: list[Operation], fed: Collection[Output] = ()) -> dict[Output, Output]:
@@ -79,18 +82,41 @@ def _fuse_partition_stitch(stitch: Operation, fed: Collection[Output]) -> Operat
         return None
     if any(o in fed for o in (*inner, rows.inputs[0], *rows.inputs[0].op.inputs)):
         return None
-    selector = partitions
-    if partitions.op.type == "Cast" and partitions.op.inputs[0].dtype == bool_ and k >= 2 \
-            and partitions not in fed:
-        selector = partitions.op.inputs[0]
+    selector, compare = _selector(partitions, x, k, scalars, fed)
+    origin = min(parts, rows, key=lambda op: op._id)  # the one that fails first as written
     definition = op_def("_PartitionedSelect")
-    attrs = {"T": x.dtype, "Tsel": selector.dtype, "M": len(scalars), "num_partitions": k,
-             "program": tuple(programs)}
-    fused = Operation(stitch.graph, stitch.name, definition, [x, selector, *scalars],
-                      (1, 1, len(scalars)), (), attrs, stitch.device, stitch.site)
+    attrs = {"T": x.dtype, "Tsel": selector.dtype if selector is not None else bool_,
+             "S": int(selector is not None), "M": len(scalars), "num_partitions": k,
+             "program": tuple(programs), "compare": compare,
+             "origin": (origin.name, origin.type, origin.site)}
+    selectors = [] if selector is None else [selector]
+    fused = Operation(stitch.graph, stitch.name, definition, [x, *selectors, *scalars],
+                      (1, len(selectors), len(scalars)), (), attrs, stitch.device, stitch.site)
     fused.outputs = (Output(fused, 0, x.dtype, stitch.outputs[0].shape),)
     fused._id = stitch._id
     return fused
+
+
+def _selector(partitions: Output, x: Output, k: int, scalars: list[Output],
+              fed: Collection[Output]):
+    """What the fused op selects by: ``(partitions, None)``; for partitions =
+    Cast(mask) the mask, as ids 0 and 1; and for mask = Compare(x, scalar) nothing but
+    the comparison ``(op_type, position, scalar index)``, which the fused pass
+    computes itself (appending the scalar to ``scalars``)."""
+    cast = partitions.op
+    if cast.type != "Cast" or cast.inputs[0].dtype != bool_ or k < 2 or partitions in fed \
+            or cast.control_inputs:
+        return partitions, None
+    mask = cast.inputs[0]
+    compare = mask.op
+    if compare.type not in _COMPARISONS or mask in fed or compare.control_inputs:
+        return mask, None
+    a, b = compare.inputs
+    for position, (data, scalar) in enumerate(((a, b), (b, a))):
+        if data is x and scalar.shape.rank == 0 and scalar.dtype == x.dtype:
+            scalars.append(scalar)
+            return None, (compare.type, position, len(scalars) - 1)
+    return mask, None
 
 
 def _elementwise_step(value: Output, scalars: list[Output]):
