@@ -7,9 +7,9 @@ Made by the plan-time fusion of runtime/fusion.py, never by users. The attr
 A call takes one of two paths:
 
 - **fast**: every input has one shape, or holds one element (a scalar, also of
-  shape [1] or [1, 1] when the others have at least as many dims), and every
-  output depends on an input of the full shape: one compiled loop over the
-  elements writes every output into a buffer from ``ctx.empty``;
+  shape [1] or [1, 1] when the others have at least as many dims): one compiled
+  loop over the elements writes every output into a buffer from ``ctx.empty``
+  (an output of one-element inputs only gets one element, computed once);
 - **per node**: anything else (inputs that broadcast, outputs larger than the
   memory limit, shapes that do not broadcast at all) runs the original nodes'
   own kernels one after the other, so broadcasting, results and errors are
@@ -57,55 +57,56 @@ def _compiled(ctx):
     on the values is worked out here, once per plan."""
     region = ctx.attrs["region"]
     program = region.program
-    per_node = _per_node(ctx)
+    node_by_node = _per_node(ctx)
+
+    def per_node(inputs):
+        ctx.cache["per_node_runs"] = ctx.cache.get("per_node_runs", 0) + 1  # for tests, stats
+        return node_by_node(inputs)
+    n_in = len(program.inputs)
     out_dtypes = tuple(np.dtype(program.nodes[i][1]) for i in program.outputs)
     itemsize = max(np.dtype(dtype).itemsize for _, dtype, _ in program.nodes)
     limit = _MAX_BYTES if ctx.memory_limit is None else min(ctx.memory_limit, _MAX_BYTES)
+    if limit < itemsize:
+        return per_node  # a limit below one element: the nodes' own checks decide
     max_elements = limit // itemsize  # past it, an unfused node may raise: let it
-    supports = region.supports
+    supports = tuple(program.supports[n_in + i] for i in program.outputs)
+    support_inputs = tuple(tuple(k for k in range(n_in) if s >> k & 1) for s in supports)
     kernels: dict[int, object] = {}
     empty = ctx.empty
 
     def run(inputs):
         shape = None
-        n = 1
+        n = 0  # elements of the full shape (none when every input holds one)
         scalars = 0
+        scalar_rank = 0
         bit = 1
         for x in inputs:
             if x.size == 1:
                 scalars |= bit
+                if x.ndim > scalar_rank:
+                    scalar_rank = x.ndim
             elif shape is None:
                 shape, n = x.shape, x.size
             elif x.shape != shape:
                 return per_node(inputs)
             bit <<= 1
-        if scalars:
-            if shape is None:  # every input holds one element: the same shape, or per node
-                shape = inputs[0].shape
-                for x in inputs:
-                    if x.shape != shape:
-                        return per_node(inputs)
-                scalars = 0
-            else:
-                rank = len(shape)
-                for x in inputs:
-                    if x.ndim > rank:
-                        return per_node(inputs)
-                for s in supports:
-                    if not s & ~scalars:  # an output of scalars only: one element
-                        return per_node(inputs)
-        if n > max_elements:
+        if n > max_elements or (shape is not None and scalar_rank > len(shape)):
+            return per_node(inputs)
+        try:
+            if not scalars:
+                outs = [empty(shape, dtype) for dtype in out_dtypes]
+            else:  # an output of one-element inputs only has one element, of their rank
+                outs = [empty(shape, dtype) if s & ~scalars else
+                        empty((1,) * max(inputs[k].ndim for k in ks), dtype)
+                        for s, ks, dtype in zip(supports, support_inputs, out_dtypes)]
+        except MemoryError:  # the unfused node that fails says so, in its words
             return per_node(inputs)
         fn = kernels.get(scalars)
         if fn is None:
             fn = kernels.setdefault(scalars, program.kernel(scalars))
-        try:
-            outs = [empty(shape, dtype) for dtype in out_dtypes]
-        except MemoryError:  # the unfused node that fails says so, in its words
-            return per_node(inputs)
         # 1-D values go as they are (numba reads any strides); others as flat views
         fn(n, *[x if x.ndim == 1 else x.reshape(-1) for x in inputs],
-           *(outs if len(shape) == 1 else [o.reshape(-1) for o in outs]))
+           *[o if o.ndim == 1 else o.reshape(-1) for o in outs])
         return outs
     return run
 

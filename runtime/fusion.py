@@ -40,9 +40,11 @@ fused kernel gives a NaN there, maybe with the other payload or sign.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import logging
+import operator
 import os
 import sys
 import tempfile
@@ -147,9 +149,18 @@ class Program:
         n = len(self.inputs)
         return self.inputs[ref] if ref < n else self.nodes[ref - n][1]
 
+    @functools.cached_property
+    def supports(self) -> tuple[int, ...]:
+        """Per operand (inputs, then nodes): bit k set if it depends on input k."""
+        bits = [1 << k for k in range(len(self.inputs))]
+        for _, _, operands in self.nodes:
+            bits.append(functools.reduce(operator.or_, (bits[r] for r in operands), 0))
+        return tuple(bits)
+
     def source(self, scalars: int) -> str:
-        """The kernel's Python source. Bit k of ``scalars`` set: input k holds one element,
-        read once, for every element of the output."""
+        """The kernel's Python source. Bit k of ``scalars`` set: input k holds one element;
+        the nodes that depend on such inputs only are computed once, before the loop,
+        and an output among them is written once, to its one element."""
         n_in = len(self.inputs)
         xs = [f"x{k}" for k in range(n_in)]
         outs = [f"o{m}" for m in range(len(self.outputs))]
@@ -158,20 +169,21 @@ class Program:
                  "import numpy as _np", "from graphflow.ops.jit import kernel", ""]
         lines += [f"_{t} = _np.{t}" for t in types]
         lines += ["", "", "@kernel", f"def fused(n, {', '.join(xs + outs)}):"]
+        once = [not self.supports[r] & ~scalars for r in range(n_in + len(self.nodes))]
+        body = {True: [], False: []}  # before the loop, in it
         for k in range(n_in):
-            if scalars >> k & 1:
-                lines.append(f"    s{k} = x{k}[0]")
-        lines.append("    for j in range(n):")
-        for k in range(n_in):
-            if not scalars >> k & 1:
-                lines.append(f"        s{k} = x{k}[j]")
+            body[once[k]].append(f"s{k} = x{k}[{0 if once[k] else 'j'}]")
         names = [f"s{k}" for k in range(n_in)]
         for i, (op_type, dtype, operands) in enumerate(self.nodes):
             args = [names[r] for r in operands]
-            lines.append(f"        v{i} = {_expression(op_type, dtype, args, self.dtype(operands[0]))}")
+            body[once[n_in + i]].append(
+                f"v{i} = {_expression(op_type, dtype, args, self.dtype(operands[0]))}")
             names.append(f"v{i}")
         for m, node in enumerate(self.outputs):
-            lines.append(f"        o{m}[j] = v{node}")
+            body[once[n_in + node]].append(f"o{m}[{0 if once[n_in + node] else 'j'}] = v{node}")
+        lines += [f"    {line}" for line in body[True]]
+        lines.append("    for j in range(n):")
+        lines += [f"        {line}" for line in body[False] or ["pass"]]
         return "\n".join(lines) + "\n"
 
     def kernel(self, scalars: int) -> Callable:
@@ -275,7 +287,6 @@ class Region:
     inputs: tuple[Output, ...]       # values read from outside, as the plan wires them
     outputs: tuple[Output, ...]      # members' outputs that escape
     program: Program
-    supports: tuple[int, ...]        # per output: bit k set if it depends on input k
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -411,7 +422,6 @@ def _region(members: list[Operation], fed, subst, consumers, fetched) -> Region:
                 inputs.append(e)
     n_in = len(inputs)
     nodes = []
-    support: list[int] = [1 << k for k in range(n_in)]
     for k, op in enumerate(members):
         operands = []
         for i in op.inputs:
@@ -420,17 +430,12 @@ def _region(members: list[Operation], fed, subst, consumers, fetched) -> Region:
         refs[op.outputs[0]] = n_in + k
         dtype = np.dtype(op.outputs[0].dtype.as_numpy_dtype).name
         nodes.append((op.type, dtype, tuple(operands)))
-        bits = 0
-        for r in operands:
-            bits |= support[r]
-        support.append(bits)
     outputs = [op.outputs[0] for op in members
                if op.outputs[0] in fetched or any(c not in inside
                                                   for c in consumers.get(op.outputs[0], ()))]
     program = Program(tuple(np.dtype(o.dtype.as_numpy_dtype).name for o in inputs), tuple(nodes),
                       tuple(members.index(o.op) for o in outputs))
-    return Region(tuple(members), tuple(inputs), tuple(outputs), program,
-                  tuple(support[n_in + members.index(o.op)] for o in outputs))
+    return Region(tuple(members), tuple(inputs), tuple(outputs), program)
 
 
 def fused_node(region: Region) -> Operation:

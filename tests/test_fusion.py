@@ -304,20 +304,26 @@ def test_float32_rounds_after_every_op(scope):
 
 
 # -- shapes and paths ----------------------------------------------------------------------
-@pytest.mark.parametrize("shape_x, shape_c", [((4,), ()), ((4,), (1,)), ((2, 3), (1, 1)),
-                                               ((4,), (1, 1)), ((2, 3), (3,)), ((2, 1), (1, 3)),
-                                               ((0,), ()), ((), ()), ((1,), (1,))])
-def test_scalars_and_broadcasting_give_numpy_shapes(scope, shape_x, shape_c):
+@pytest.mark.parametrize("shape_x, shape_c, compiled", [
+    ((4,), (), True), ((4,), (1,), True), ((2, 3), (1, 1), True), ((0,), (), True),
+    ((), (), True), ((1,), (1,), True), ((1, 1), (), True), ((), (1, 1), True),
+    ((4,), (1, 1), False), ((2, 3), (3,), False), ((2, 1), (1, 3), False)])
+def test_scalars_and_broadcasting_give_numpy_shapes(scope, shape_x, shape_c, compiled):
     x = scope.placeholder(gf.float64, shape=None)
     c = scope.placeholder(gf.float64, shape=None)
     y = scope.mul(scope.add(x, c), c)
-    z = scope.sub(c, 1.0)  # scalars only: escapes with c's shape
+    z = scope.sub(c, 1.0)  # of c only: c's shape, computed once
     rng = np.random.default_rng(0)
     feeds = {x: rng.normal(size=shape_x), c: rng.normal(size=shape_c)}
-    fused, plain, steps = run_both(scope.graph, [y, z, scope.neg(z)], feeds)
-    assert steps
+    fetches = [y, z, scope.neg(z)]
+    fused, plain, steps = run_both(scope.graph, fetches, feeds)
     assert_same(fused, plain)
     assert fused[0].shape == np.broadcast_shapes(shape_x, shape_c)
+    with gf.Session(scope.graph) as sess:
+        sess.run(fetches, feeds)
+        steps = fused_steps(sess, fetches, feeds)
+        assert len(steps) == 2  # {add, mul} and {sub, neg}
+        assert all("per_node_runs" not in s.ctx.cache for s in steps) == compiled
 
 
 def test_incompatible_shapes_name_the_original_node(scope):
@@ -345,7 +351,7 @@ def test_memory_limit_is_the_same_error_from_the_same_node(scope):
     fused, plain, steps = run_both(scope.graph, [c], feeds, memory_limit_bytes=1 << 20)
     assert steps
     assert fused == plain and fused[0] is ResourceExhaustedError and fused[2] == "outer"
-    # same shapes never check the limit in the unfused kernels: neither does fusion
+    # equal shapes past the limit: the fused kernel leaves the check to the nodes
     feeds = {x: np.ones(200_000), y: np.ones(200_000)}
     fused, plain, _ = run_both(scope.graph, [c], feeds, memory_limit_bytes=1 << 20)
     assert_same(fused, plain)
