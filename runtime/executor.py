@@ -65,8 +65,11 @@ class Plan:
         ops = passes.prune(fetches, fed)
         subst: dict[Output, Output] = {}
         if config.optimize:
-            for optimization in (_rewrite, fold_constants):
-                found = optimization(ops, fed, subst, devices, config)
+            cpu_only = all(d.device_type == "cpu" for d in devices)
+            # rewrite (partition->stitch, element-wise fusion), then fold constants
+            for found in (lambda: rewrite(ops, fed, fetches, fuse=cpu_only),
+                          lambda: fold_constants(ops, fed, subst, devices, config)):
+                found = found()
                 if found:
                     subst = _chained({**subst, **found})
                     fetches = [subst.get(f, f) if isinstance(f, Output) else f for f in fetches]
@@ -205,10 +208,6 @@ class Plan:
 
 #: What a parallel step reports when it was not started because an earlier step failed.
 _SKIPPED = object()
-
-
-def _rewrite(ops, fed, subst, devices, config) -> dict[Output, Output]:
-    return rewrite(ops, fed)
 
 
 def _chained(subst: dict[Output, Output]) -> dict[Output, Output]:

@@ -32,16 +32,20 @@ _STITCHES = {"DynamicStitch", "ParallelDynamicStitch"}
 _COMPARISONS = {"Equal", "NotEqual", "Less", "Greater"}
 
 
-def rewrite(ops: list[Operation], fed: Collection[Output] = ()) -> dict[Output, Output]:
+def rewrite(ops: list[Operation], fed: Collection[Output] = (), fetches=None,
+            fuse: bool = True) -> dict[Output, Output]:
     """Substitutes for the outputs of ``ops`` that a rewrite can compute faster. A feed
-    replaces any output: a pattern with a fed output inside is left as it is."""
+    replaces any output: a pattern with a fed output inside is left as it is.
+    ``fuse=False`` leaves element-wise regions unfused (sessions with a GPU, where a
+    fused node would run its members' kernels one by one anyway)."""
     subst: dict[Output, Output] = {}
     for op in ops:
         if op.type in _STITCHES:
             fused = _fuse_partition_stitch(op, fed)
             if fused is not None:
                 subst[op.outputs[0]] = fused.outputs[0]
-    subst.update(fuse_elementwise(ops, fed, subst))  # after: the pattern above has priority
+    if fuse:  # after: the pattern above has priority
+        subst.update(fuse_elementwise(ops, fed, subst, fetches))
     return subst
 
 
