@@ -127,11 +127,9 @@ def test_stitch_later_wins_at_scale(scope, run):
 
 @pytest.mark.parametrize("extra", [(), (1,), (3,)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.complex128, object])
-def test_stitch_later_wins_across_threads(scope, run, monkeypatch, extra, dtype):
-    """Split over the intra-op pool even when small: each thread writes the rows of its
-    range of the output; duplicates within one input and across inputs still resolve
-    to the later (m, i)."""
-    monkeypatch.setattr(partition_loops, "STITCH_PARALLEL_MIN", 0)
+def test_stitch_later_wins_every_width(scope, run, extra, dtype):
+    """Rows moved as words of 1, 2, 4 and 8 bytes, and strings: duplicates within one
+    input and across inputs resolve to the later (m, i)."""
     rng = np.random.default_rng(7)
     indices = [rng.integers(0, 12, size=s).astype(np.int32) for s in (23, (3, 5), 9)]
     data = [rng.integers(-100, 100, i.shape + extra).astype(dtype) for i in indices]
