@@ -10,12 +10,17 @@ A call takes one of two paths:
   shape [1] or [1, 1] when the others have at least as many dims): one compiled
   loop over the elements writes every output into a buffer from ``ctx.empty``
   (an output of one-element inputs only gets one element, computed once);
-- **per node**: anything else (inputs that broadcast, outputs larger than the
-  memory limit, shapes that do not broadcast at all) runs the original nodes'
-  own kernels one after the other, so broadcasting, results and errors are
+- **broadcast**: inputs of different shapes that broadcast together, where every
+  output has the broadcast shape: one compiled loop nest over that shape reads
+  the inputs through ``np.broadcast_to`` views;
+- **per node**: anything else (shapes that do not broadcast, an output of a
+  smaller shape than the others, outputs past the memory limit) runs the
+  original nodes' own kernels one after the other, so results and errors are
   theirs, and an error names the node that raised it.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -71,8 +76,36 @@ def _compiled(ctx):
     max_elements = limit // itemsize  # past it, an unfused node may raise: let it
     supports = tuple(program.supports[n_in + i] for i in program.outputs)
     support_inputs = tuple(tuple(k for k in range(n_in) if s >> k & 1) for s in supports)
-    kernels: dict[int, object] = {}
+    full = (1 << n_in) - 1
+    partial = tuple(ks for s, ks in zip(supports, support_inputs) if s != full)
+    kernels: dict[tuple[int, int], object] = {}
     empty = ctx.empty
+
+    def kernel(scalars: int, rank: int):
+        fn = kernels.get((scalars, rank))
+        if fn is None:
+            fn = kernels.setdefault((scalars, rank), program.kernel(scalars, rank))
+        return fn
+
+    def broadcast(inputs):
+        """Inputs of different shapes: one loop over their broadcast shape, when every
+        node's operands broadcast (then no node fails) and every output has that shape."""
+        shapes = [x.shape for x in inputs]
+        try:
+            shape = np.broadcast_shapes(*shapes)
+        except ValueError:  # the node whose operands do not broadcast says so
+            return per_node(inputs)
+        if not shape or math.prod(shape) > max_elements:
+            return per_node(inputs)
+        for ks in partial:
+            if np.broadcast_shapes(*[shapes[k] for k in ks]) != shape:
+                return per_node(inputs)  # an output of a smaller shape
+        try:
+            outs = [empty(shape, dtype) for dtype in out_dtypes]
+        except MemoryError:
+            return per_node(inputs)
+        kernel(0, len(shape))(shape, *[np.broadcast_to(x, shape) for x in inputs], *outs)
+        return outs
 
     def run(inputs):
         shape = None
@@ -88,10 +121,12 @@ def _compiled(ctx):
             elif shape is None:
                 shape, n = x.shape, x.size
             elif x.shape != shape:
-                return per_node(inputs)
+                return broadcast(inputs)
             bit <<= 1
-        if n > max_elements or (shape is not None and scalar_rank > len(shape)):
+        if n > max_elements:
             return per_node(inputs)
+        if shape is not None and scalar_rank > len(shape):
+            return broadcast(inputs)
         try:
             if not scalars:
                 outs = [empty(shape, dtype) for dtype in out_dtypes]
@@ -101,11 +136,8 @@ def _compiled(ctx):
                         for s, ks, dtype in zip(supports, support_inputs, out_dtypes)]
         except MemoryError:  # the unfused node that fails says so, in its words
             return per_node(inputs)
-        fn = kernels.get(scalars)
-        if fn is None:
-            fn = kernels.setdefault(scalars, program.kernel(scalars))
         # 1-D values go as they are (numba reads any strides); others as flat views
-        fn(n, *[x if x.ndim == 1 else x.reshape(-1) for x in inputs],
+        kernel(scalars, 0)(n, *[x if x.ndim == 1 else x.reshape(-1) for x in inputs],
            *[o if o.ndim == 1 else o.reshape(-1) for o in outs])
         return outs
     return run

@@ -307,7 +307,8 @@ def test_float32_rounds_after_every_op(scope):
 @pytest.mark.parametrize("shape_x, shape_c, compiled", [
     ((4,), (), True), ((4,), (1,), True), ((2, 3), (1, 1), True), ((0,), (), True),
     ((), (), True), ((1,), (1,), True), ((1, 1), (), True), ((), (1, 1), True),
-    ((4,), (1, 1), False), ((2, 3), (3,), False), ((2, 1), (1, 3), False)])
+    ((4,), (1, 1), True), ((2, 3), (3,), True), ((2, 1), (1, 3), True), ((0, 3), (1,), True),
+    ((3, 1, 2), (1, 2), True)])
 def test_scalars_and_broadcasting_give_numpy_shapes(scope, shape_x, shape_c, compiled):
     x = scope.placeholder(gf.float64, shape=None)
     c = scope.placeholder(gf.float64, shape=None)
@@ -324,6 +325,20 @@ def test_scalars_and_broadcasting_give_numpy_shapes(scope, shape_x, shape_c, com
         steps = fused_steps(sess, fetches, feeds)
         assert len(steps) == 2  # {add, mul} and {sub, neg}
         assert all("per_node_runs" not in s.ctx.cache for s in steps) == compiled
+
+
+def test_an_output_of_a_smaller_shape_runs_node_by_node(scope):
+    x = scope.placeholder(gf.int16, shape=[None, None])
+    c = scope.placeholder(gf.int16, shape=[None])
+    doubled = scope.mul(c, np.int16(2))  # fetched: [3], while the region's shape is [2, 3]
+    y = scope.sub(x, doubled)
+    feeds = {x: np.arange(6, dtype=np.int16).reshape(2, 3), c: np.array([1, -32768, 7], np.int16)}
+    fused, plain, steps = run_both(scope.graph, [y, doubled], feeds)
+    assert_same(fused, plain) and fused[1].shape == (3,)
+    with gf.Session(scope.graph) as sess:
+        sess.run([y, doubled], feeds)
+        (step,) = fused_steps(sess, [y, doubled], feeds)
+        assert step.ctx.cache["per_node_runs"] == 1
 
 
 def test_incompatible_shapes_name_the_original_node(scope):
