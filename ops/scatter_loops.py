@@ -9,10 +9,11 @@ for a tuple that GatherNd's IGNORE policy turns into zeros)::
 
 The scatters take a range ``[lo, hi)`` of output slices and apply only the
 updates that land there, still in index order. Calls over disjoint ranges write
-disjoint memory, so a big scatter is split over the intra-op pool by output
-range (:func:`scatter`), each thread reading every offset: every output element
-still sees its updates in index order, so the result is the sequential one to
-the bit, duplicates included. GatherNd is split by output rows.
+disjoint memory, so a big scatter of wide rows is split over the intra-op pool
+by output range (:func:`scatter`), each thread reading every offset: every
+output element still sees its updates in index order, so the result is the
+sequential one to the bit, duplicates included. GatherNd is split by output
+rows.
 
 The loops are compiled per value dtype only (offsets are int64, arrays are
 C-contiguous 2-D, inputs are passed read-only), so each costs one compile per
@@ -25,12 +26,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .intra_op import MIN_PARALLEL_ELEMENTS, MIN_PARALLEL_SCATTER, run_in_chunks
+from .intra_op import MIN_PARALLEL_SCATTER, run_in_chunks
 from .jit import jittable, kernel
 
-#: ``op`` codes of :func:`_combine_rows`.
-ADD, SUB, MIN, MAX = 0, 1, 2, 3
-OPS = {"add": ADD, "sub": SUB, "min": MIN, "max": MAX}
+#: A split by output range has every thread read every offset and skip those outside
+#: its range. For single elements at random places that test is a coin flip that costs
+#: as much as the update itself (1M float32 into 10M, one thread: the lower half of the
+#: range 8.4 ms, all of it 9.0 ms), so only rows at least this wide are split.
+MIN_SPLIT_WIDTH = 16
 
 
 # -- the loops -------------------------------------------------------------------------------
@@ -57,11 +60,8 @@ def _assign_rows(out, offsets, rows, lo, hi):
 
 
 @kernel
-def _add_rows(out, offsets, rows, subtract, zero_first, lo, hi):
-    """out[offsets[i]] += rows[i] (-= with ``subtract``) in order, for offsets in [lo, hi);
-    with ``zero_first`` the slices [lo, hi) are set to zero first (ScatterNd)."""
-    if zero_first:
-        out[lo:hi] = 0
+def _add_rows(out, offsets, rows, subtract, lo, hi):
+    """out[offsets[i]] += rows[i] (-= with ``subtract``) in order, for offsets in [lo, hi)."""
     n, width, lo, hi = U(offsets.shape[0]), U(rows.shape[1]), U(lo), U(hi)
     for i in range(n):
         o = U(offsets[i])
@@ -136,19 +136,17 @@ def can_combine(op: str, dtype: np.dtype) -> bool:
     return jittable(dtype) and (op in ("add", "sub") or dtype.kind in "biuf")
 
 
-def scatter(out2d: np.ndarray, offsets: np.ndarray, rows: np.ndarray, op: str,
-            zero_first: bool = False) -> None:
+def scatter(out2d: np.ndarray, offsets: np.ndarray, rows: np.ndarray, op: str) -> None:
     """``out2d[offsets[i]] (op)= rows[i]`` for every i, in index order.
 
     ``out2d`` is C-contiguous ``[num_slices, width]``, ``offsets`` int64 in
     ``[0, num_slices)``, ``rows`` ``[len(offsets), width]``; ``op`` is "update",
-    "add", "sub", "min" or "max" (``can_combine(op, dtype)`` must hold). With
-    ``zero_first`` (an "add") ``out2d`` starts as zeros: ScatterNd's output, zeroed
-    here by the same threads that then scatter into it. Big calls are split by
-    output range over the intra-op pool.
+    "add", "sub", "min" or "max" (``can_combine(op, dtype)`` must hold). Big calls
+    with wide rows are split by output range over the intra-op pool.
     """
     offsets = _read_only(np.ascontiguousarray(offsets, dtype=np.int64))
     rows = np.ascontiguousarray(rows)
+    width = rows.shape[1]
     if op == "update":
         out2d, rows = _words(out2d), _read_only(_words(rows))
 
@@ -158,16 +156,16 @@ def scatter(out2d: np.ndarray, offsets: np.ndarray, rows: np.ndarray, op: str,
         rows, subtract = _read_only(rows), op == "sub"
 
         def loop(lo: int, hi: int) -> None:
-            _add_rows(out2d, offsets, rows, subtract, zero_first, lo, hi)
+            _add_rows(out2d, offsets, rows, subtract, lo, hi)
     else:
         rows, maximum = _read_only(rows), op == "max"
 
         def loop(lo: int, hi: int) -> None:
             _min_max_rows(out2d, offsets, rows, maximum, lo, hi)
-    # an update costs a cache miss: weigh it as MIN_PARALLEL_ELEMENTS / MIN_PARALLEL_SCATTER
-    # sequential elements (the zero fill)
-    work = rows.size * (MIN_PARALLEL_ELEMENTS // MIN_PARALLEL_SCATTER)
-    run_in_chunks(loop, out2d.shape[0], max(work, out2d.size) if zero_first else work)
+    if width < MIN_SPLIT_WIDTH:
+        loop(0, out2d.shape[0])
+    else:
+        run_in_chunks(loop, out2d.shape[0], rows.size, MIN_PARALLEL_SCATTER)
 
 
 def gather(out2d: np.ndarray, source: np.ndarray, offsets: np.ndarray) -> None:

