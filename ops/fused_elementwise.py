@@ -20,9 +20,11 @@ A call takes one of two paths:
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
+from numba.core.errors import NumbaError
 
 from graphflow.errors import InternalError, InvalidArgumentError, OpError, ResourceExhaustedError
 from graphflow.kernel_context import KernelContext
@@ -38,6 +40,13 @@ FusedElementwise = register_op(
 
 #: The largest buffer numpy (and an int64 byte count) can describe.
 _MAX_BYTES = 2 ** 63 - 1
+
+log = logging.getLogger("graphflow.fusion")
+
+
+def _UNCOMPILED(*args):
+    """Stands for a kernel numba could not compile."""
+    raise NumbaError("not compiled")
 
 
 @FusedElementwise.kernel("cpu")
@@ -87,6 +96,14 @@ def _compiled(ctx):
             fn = kernels.setdefault((scalars, rank), program.kernel(scalars, rank))
         return fn
 
+    def uncompiled(scalars: int, rank: int, err: Exception, inputs):
+        """numba could not compile a kernel (a bug): say so once, run the nodes."""
+        if kernels.get((scalars, rank)) is not _UNCOMPILED:
+            kernels[(scalars, rank)] = _UNCOMPILED
+            log.warning("fused kernel of %s failed to compile, running its nodes one by one: "
+                        "%s", ctx.node_name, err)
+        return per_node(inputs)
+
     def broadcast(inputs):
         """Inputs of different shapes: one loop over their broadcast shape, when every
         node's operands broadcast (then no node fails) and every output has that shape."""
@@ -104,7 +121,11 @@ def _compiled(ctx):
             outs = [empty(shape, dtype) for dtype in out_dtypes]
         except MemoryError:
             return per_node(inputs)
-        kernel(0, len(shape))(shape, *[np.broadcast_to(x, shape) for x in inputs], *outs)
+        fn = kernel(0, len(shape))
+        try:
+            fn(shape, *[np.broadcast_to(x, shape) for x in inputs], *outs)
+        except NumbaError as e:  # also when fn is _UNCOMPILED
+            return uncompiled(0, len(shape), e, inputs)
         return outs
 
     def run(inputs):
@@ -137,8 +158,12 @@ def _compiled(ctx):
         except MemoryError:  # the unfused node that fails says so, in its words
             return per_node(inputs)
         # 1-D values go as they are (numba reads any strides); others as flat views
-        kernel(scalars, 0)(n, *[x if x.ndim == 1 else x.reshape(-1) for x in inputs],
-           *[o if o.ndim == 1 else o.reshape(-1) for o in outs])
+        fn = kernel(scalars, 0)
+        try:
+            fn(n, *[x if x.ndim == 1 else x.reshape(-1) for x in inputs],
+               *[o if o.ndim == 1 else o.reshape(-1) for o in outs])
+        except NumbaError as e:  # also when fn is _UNCOMPILED
+            return uncompiled(scalars, 0, e, inputs)
         return outs
     return run
 

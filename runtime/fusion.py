@@ -337,8 +337,8 @@ def find_regions(ops: Sequence[Operation], fed: Collection[Output] = (),
     waited_on = {c for op in live for c in op.control_inputs}
     fusible = {op for op in live if op not in targets and _fusible(op, fed, waited_on)}
 
-    # greedy, in creation order: an op joins the regions of its fusible producers when
-    # no op outside them has read one of their values yet
+    # greedy, in creation order: an op joins the regions of its fusible producers (that
+    # asked for the same device) when no op outside them has read one of their values yet
     group_of: dict[Operation, _Group] = {}
     for op in live:
         producers: list[_Group] = []
@@ -351,7 +351,7 @@ def find_regions(ops: Sequence[Operation], fed: Collection[Output] = (),
         if op in fusible:
             joined = _Group([op])
             for group in producers:
-                if not group.read_outside:
+                if not group.read_outside and group.members[0].device == op.device:
                     joined.members += group.members
                     group.merged = True
             joined.members.sort(key=lambda o: o._id)

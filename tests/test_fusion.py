@@ -225,6 +225,14 @@ def test_control_dependencies_and_float_to_int_casts_bound_regions(scope):
                                       [4, 7, 10])
 
 
+def test_regions_do_not_mix_device_requests(scope):
+    x = scope.placeholder(gf.float32, shape=[3])
+    a = scope.with_device("/cpu:0").add(x, 1.0)
+    b = scope.neg(scope.mul(a, 2.0))
+    assert [r.names for r in fusion.plan_regions(scope.graph)] == [(b.op.inputs[0].op.name,
+                                                                      b.op.name)]
+
+
 def test_partition_stitch_pattern_keeps_priority(scope):
     x = scope.placeholder(gf.float32, shape=[None])
     mask = scope.cast(scope.not_equal(x, np.float32(-1)), gf.int32)
@@ -455,3 +463,23 @@ def test_cli_inspect_lists_fused_regions(tmp_path):
         assert main(["inspect", str(path)]) == 0
     text = out.getvalue()
     assert "fused regions" in text and "square/fused: 2 ops (plus_one, square)" in text
+
+
+def test_a_kernel_numba_cannot_compile_runs_node_by_node(scope, monkeypatch, caplog, tmp_path):
+    monkeypatch.setenv("GRAPHFLOW_CACHE_DIR", str(tmp_path))
+    x = scope.placeholder(gf.int32, shape=[None])
+    y = scope.neg(scope.add(x, 1))
+    source = fusion.Program.source
+    monkeypatch.setattr(fusion.Program, "source", lambda self, scalars=0, rank=0: source(
+        self, scalars, rank).replace("    for", "    undefined_name()\n    for", 1))
+    fusion._KERNELS.clear()
+    try:
+        with gf.Session(scope.graph, gf.SessionConfig(inter_op_threads=1)) as sess:
+            for _ in range(2):
+                np.testing.assert_array_equal(sess.run(y, {x: np.arange(3, dtype=np.int32)}),
+                                              [-1, -2, -3])
+            (step,) = fused_steps(sess, [y], [x])
+            assert step.ctx.cache["per_node_runs"] == 2
+    finally:
+        fusion._KERNELS.clear()
+    assert sum("failed to compile" in r.getMessage() for r in caplog.records) == 1
