@@ -8,7 +8,8 @@ Partition -> element-wise -> stitch. The seed pipeline
     rows  = DynamicPartition(Range(0, Size(x), 1), p, K)
     y     = DynamicStitch(rows, [f_0(parts[0]), ..., f_{K-1}(parts[K-1])])
 
-with element-wise f_k (chains of Identity/Neg and binary ops with a scalar) and
+with element-wise f_k (chains of Identity/Neg, binary ops with a scalar or of the
+value with itself, and a final Cast from an integer to an integer) and
 1-D x equals ``y[i] = f_{p[i]}(x[i])``: one pass (a compiled loop on the CPU,
 ops/fused_ops.py) instead of a partition, K compactions and a scatter. With
 p = Cast(mask), the mask is used directly; with mask = x compared with a scalar
@@ -30,6 +31,7 @@ _UNARY = {"Identity", "Neg"}
 _BINARY = {"Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"}
 _STITCHES = {"DynamicStitch", "ParallelDynamicStitch"}
 _COMPARISONS = {"Equal", "NotEqual", "Less", "Greater"}
+SELF = -2  # the scalar index of a step whose operands are both the chain value (x * x)
 
 
 def rewrite(ops: list[Operation], fed: Collection[Output] = (), fetches=None,
@@ -68,7 +70,7 @@ def _fuse_partition_stitch(stitch: Operation, fed: Collection[Output]) -> Operat
     for j, value in enumerate(data):
         chain = []
         while value.op.type != "DynamicPartition":
-            step = _elementwise_step(value, scalars)
+            step = _elementwise_step(value, scalars, last=not chain)
             if step is None:
                 return None
             chain.append(step[:3])
@@ -89,14 +91,15 @@ def _fuse_partition_stitch(stitch: Operation, fed: Collection[Output]) -> Operat
     selector, compare = _selector(partitions, x, k, scalars, fed)
     origin = min(parts, rows, key=lambda op: op._id)  # the one that fails first as written
     definition = op_def("_PartitionedSelect")
-    attrs = {"T": x.dtype, "Tsel": selector.dtype if selector is not None else bool_,
+    attrs = {"T": x.dtype, "Tout": stitch.outputs[0].dtype,
+             "Tsel": selector.dtype if selector is not None else bool_,
              "S": int(selector is not None), "M": len(scalars), "num_partitions": k,
              "program": tuple(programs), "compare": compare,
              "origin": (origin.name, origin.type, origin.site)}
     selectors = [] if selector is None else [selector]
     fused = Operation(stitch.graph, stitch.name, definition, [x, *selectors, *scalars],
                       (1, len(selectors), len(scalars)), (), attrs, stitch.device, stitch.site)
-    fused.outputs = (Output(fused, 0, x.dtype, stitch.outputs[0].shape),)
+    fused.outputs = (Output(fused, 0, stitch.outputs[0].dtype, stitch.outputs[0].shape),)
     fused._id = stitch._id
     return fused
 
@@ -123,16 +126,27 @@ def _selector(partitions: Output, x: Output, k: int, scalars: list[Output],
     return mask, None
 
 
-def _elementwise_step(value: Output, scalars: list[Output]):
+def _elementwise_step(value: Output, scalars: list[Output], last: bool):
     """``(op_type, chain position, scalar index, chain input)`` if ``value`` is an
-    element-wise op of one rank-1 chain value (and a scalar), else None."""
+    element-wise op of one rank-1 chain value (and a scalar, or the chain value again:
+    scalar index SELF), else None. A Cast from an integer or bool to an integer (exact,
+    wrapping as numpy's) may be the ``last`` step of a chain."""
     op = value.op
-    if op.control_inputs or value.dtype != op.inputs[0].dtype:
+    if op.control_inputs:
+        return None
+    if op.type == "Cast":
+        source = op.inputs[0].dtype
+        if last and (source.is_integer or source.is_bool) and value.dtype.is_integer:
+            return op.type, 0, -1, op.inputs[0]
+        return None
+    if value.dtype != op.inputs[0].dtype:
         return None
     if op.type in _UNARY:
         return op.type, 0, -1, op.inputs[0]
     if op.type in _BINARY:
         a, b = op.inputs
+        if a is b and a.shape.rank == 1:
+            return op.type, 0, SELF, a
         if b.shape.rank == 0 and a.shape.rank == 1:
             scalars.append(b)
             return op.type, 0, len(scalars) - 1, a

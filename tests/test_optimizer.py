@@ -89,13 +89,46 @@ def test_other_graphs_are_left_alone(scope):
     p = scope.placeholder(gf.int32, shape=[None])
     parts = scope.dynamic_partition(x, p, num_partitions=2)
     rows = scope.dynamic_partition(scope.range(0, scope.size(x), 1), p, num_partitions=2)
-    # a reduction-like op (concat) in a branch is not element-wise: no rewrite
-    out = scope.dynamic_stitch([rows[1], rows[0]], [parts[1], scope.mul(parts[0], parts[0])])
+    # an operand of shape [1] is not a scalar: it could broadcast an empty partition
+    out = scope.dynamic_stitch([rows[1], rows[0]],
+                               [parts[1], scope.mul(parts[0], np.float32([2]))])
     feed = {x: np.arange(5, dtype=np.float32), p: np.array([1, 0, 1, 1, 0], np.int32)}
     (a, b), was_fused = _run_both(scope.graph, out, feed)
     np.testing.assert_array_equal(a, b)
-    assert not was_fused  # x * x of a partition is not "op with a scalar"
+    assert not was_fused
+    np.testing.assert_array_equal(a, [0, 2, 2, 3, 8])
+
+
+def test_a_value_times_itself_is_fused(scope):
+    x = scope.placeholder(gf.float32, shape=[None])
+    p = scope.placeholder(gf.int32, shape=[None])
+    parts = scope.dynamic_partition(x, p, num_partitions=2)
+    rows = scope.dynamic_partition(scope.range(0, scope.size(x), 1), p, num_partitions=2)
+    out = scope.dynamic_stitch([rows[1], rows[0]], [parts[1], scope.mul(parts[0], parts[0])])
+    feed = {x: np.arange(5, dtype=np.float32), p: np.array([1, 0, 1, 1, 0], np.int32)}
+    (a, b), was_fused = _run_both(scope.graph, out, feed)
+    assert was_fused
+    np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(a, [0, 1, 2, 3, 16])
+
+
+def test_a_final_integer_cast_is_fused_a_float_one_is_not(scope):
+    x = scope.placeholder(gf.int16, shape=[None])
+    p = scope.placeholder(gf.int32, shape=[None])
+    parts = scope.dynamic_partition(x, p, num_partitions=2)
+    rows = scope.dynamic_partition(scope.range(0, scope.size(x), 1), p, num_partitions=2)
+    out = scope.dynamic_stitch(rows, [scope.cast(parts[0], gf.int8),
+                                      scope.cast(scope.mul(parts[1], np.int16(300)), gf.int8)])
+    feed = {x: np.int16([1, 200, -32768, 7]), p: np.int32([0, 1, 1, 0])}
+    (a, b), was_fused = _run_both(scope.graph, out, feed)
+    assert was_fused and a.dtype == b.dtype == np.int8
+    np.testing.assert_array_equal(a, b)
+    y = scope.placeholder(gf.float32, shape=[None])
+    parts = scope.dynamic_partition(y, p, num_partitions=2)
+    rows = scope.dynamic_partition(scope.range(0, scope.size(y), 1), p, num_partitions=2)
+    out = scope.dynamic_stitch(rows, [scope.cast(v, gf.int32) for v in parts])
+    _, was_fused = _run_both(scope.graph, out, {y: np.float32([1, 2, 3, 4]), p: feed[p]})
+    assert not was_fused
 
 
 # -- the compiled pass ----------------------------------------------------------------------
@@ -124,19 +157,22 @@ def _values(draw, dtype, size):
         np.array(picks, np.float64).astype(dtype)
 
 
-def _chain_graph(scope, x, parts_of, chains, dtype):
+def _chain_graph(scope, x, parts_of, chains, dtype, cast_to):
     branches = []
     for part, chain in zip(parts_of, chains):
         v = part
-        for op_type, scalar, swap in chain:
+        for op_type, scalar, operand in chain:
             name = {"RealDiv": "real_div", "Maximum": "maximum", "Minimum": "minimum"}.get(
                 op_type, op_type.lower())
             if op_type in ("Neg", "Identity"):
                 v = getattr(scope, name)(v)
+            elif operand == "self":
+                v = getattr(scope, name)(v, v)
             else:
                 c = scope.constant(np.asarray(scalar, dtype))
-                v = getattr(scope, name)(c, v) if swap else getattr(scope, name)(v, c)
-        branches.append(v)
+                v = getattr(scope, name)(c, v) if operand == "left" else \
+                    getattr(scope, name)(v, c)
+        branches.append(v if cast_to is None else scope.cast(v, gf.as_dtype(cast_to)))
     return branches
 
 
@@ -148,12 +184,15 @@ def compiled_pipelines(draw):
     n = draw(st.integers(0, 40))
     x = _values(draw, dtype, n)
     chains = [draw(st.lists(st.tuples(st.sampled_from(OPS_FOR[dtype.kind]),
-                                      st.just(_values(draw, dtype, 1)[0]), st.booleans()),
+                                      st.just(_values(draw, dtype, 1)[0]),
+                                      st.sampled_from(["right", "left", "self"])),
                             max_size=3)) for _ in range(k)]
+    cast_to = draw(st.sampled_from([None, np.int8, np.uint16, np.int64])) \
+        if dtype.kind in "iub" else None
     ids = np.array(draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n)), np.int32)
     compare = (draw(st.sampled_from(["equal", "not_equal", "less", "greater"])),
                _values(draw, dtype, 1)[0], draw(st.booleans())) if by_mask else None
-    return dtype, x, ids, k, chains, compare
+    return dtype, x, ids, k, chains, compare, cast_to
 
 
 def assert_same_bits(got, want):
@@ -175,7 +214,7 @@ def test_compiled_pass_is_bit_identical_to_the_graph_as_written(case):
     """Random chains over edge values through the compiled pass (forced even for these
     small inputs): the same bits as the unfused graph. Derandomised: each distinct
     chain compiles once per machine, then loads from the disk cache."""
-    dtype, values, ids, k, chains, compare = case
+    dtype, values, ids, k, chains, compare, cast_to = case
     scope = gf.Scope(gf.Graph())
     x = scope.placeholder(gf.as_dtype(dtype), shape=[None])
     feed = {x: values}
@@ -189,7 +228,7 @@ def test_compiled_pass_is_bit_identical_to_the_graph_as_written(case):
                        gf.int32)
     parts = scope.dynamic_partition(x, p, num_partitions=k)
     rows = scope.dynamic_partition(scope.range(0, scope.size(x), 1), p, num_partitions=k)
-    out = scope.dynamic_stitch(rows, _chain_graph(scope, x, parts, chains, dtype))
+    out = scope.dynamic_stitch(rows, _chain_graph(scope, x, parts, chains, dtype, cast_to))
     with mock.patch.object(fused_ops, "COMPILE_MIN_ELEMENTS", 0), \
             mock.patch.object(fused_ops, "_select_numpy", side_effect=AssertionError):
         (fused, plain), was_fused = _run_both(scope.graph, out, feed)
