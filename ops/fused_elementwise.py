@@ -57,15 +57,6 @@ def _fused_elementwise(ctx, inputs):
     return run(inputs)
 
 
-@FusedElementwise.kernel("gpu")
-def _fused_elementwise_gpu(ctx, inputs):
-    """On a GPU the region runs node by node on the nodes' own GPU kernels."""
-    run = ctx.cache.get("run")
-    if run is None:
-        run = ctx.cache.setdefault("run", _per_node(ctx))
-    return run(inputs)
-
-
 def _compiled(ctx):
     """The fast path, falling back to :func:`_per_node`; everything that does not depend
     on the values is worked out here, once per plan."""
@@ -169,8 +160,8 @@ def _compiled(ctx):
 
 
 def _per_node(ctx):
-    """Run the region's original nodes one by one with their own kernels (on the
-    fused node's device); an error names the node that raised it."""
+    """Run the region's original nodes one by one with their own kernels; an error
+    names the node that raised it."""
     region = ctx.attrs["region"]
     program = region.program
     device_type = ctx.device.device_type if ctx.device is not None else "cpu"

@@ -1,6 +1,7 @@
 """Element-wise fusion: connected element-wise ops become one compiled kernel.
 
-At plan time (``optimize=True``), after the partition -> stitch rewrite, the ops
+At plan time (``optimize=True``, in sessions whose devices are all CPUs: on a GPU
+the ops keep their own kernels), after the partition -> stitch rewrite, the ops
 that compute one value per element (the binary and unary math ops, comparisons,
 logical ops, SelectV2 and Cast) are grouped into *regions* of connected ops. Each
 region of two or more ops becomes one ``_FusedElementwise`` node
@@ -131,8 +132,7 @@ def _fusible(op: Operation, fed: Collection[Output], waited_on: set[Operation]) 
         return False  # undefined for NaN and out of range: left to the Cast kernel
     if op.type in ("Maximum", "Minimum") and dtypes[0].kind == "f" and MINMAX[op.type] is None:
         return False
-    # the fused node may be placed on a GPU, where it runs the members' GPU kernels
-    return {"cpu", "gpu"} <= set(op.op_def.kernel_devices(dict(op.attrs)))
+    return True
 
 
 # -- the structure of a region ------------------------------------------------------------
@@ -492,7 +492,7 @@ def plan_regions(graph, fetches: Iterable | None = None,
         read = {i for op in ops for i in op.inputs}
         fetches = [o for op in ops for o in op.outputs if o not in read]
     needed = _live_graph(ops, fed, {}, fetches)[0]
-    subst = rewrite(needed, fed)
+    subst = rewrite(needed, fed, fetches)
     nodes = sorted({o.op for o in subst.values() if o.op.type == "_FusedElementwise"},
                    key=lambda op: op._id)
     return [op.attrs["region"] for op in nodes]

@@ -213,6 +213,30 @@ def test_escaping_values_are_outputs_and_fed_values_are_boundaries(scope):
                                               for s in fused_steps(sess, [d], [x, b]))
 
 
+def test_a_fetched_value_read_inside_a_region_is_computed_once(scope):
+    x = scope.placeholder(gf.float32, shape=[4])
+    h = [x]
+    for _ in range(10):
+        h.append(scope.add(h[-1], x))
+    with gf.Session(scope.graph) as sess:
+        got = sess.run([h[5], h[10]], {x: np.ones(4, np.float32)})
+        np.testing.assert_array_equal(got, [np.full(4, 6.0), np.full(4, 11.0)])
+        plan = sess._plan([h[5], h[10]], [x])
+        assert [s.op.type for s in plan.steps if s.op is not None] == ["_FusedElementwise"]
+        (region,) = [s.op.attrs["region"] for s in plan.steps if s.op is not None]
+        assert [o.name for o in region.outputs] == [h[5].name, h[10].name]
+
+
+def test_sessions_with_a_gpu_keep_the_nodes(scope):
+    from gpu_devices import SimulatedGPU
+
+    x = scope.placeholder(gf.float32, shape=[3])
+    y = scope.neg(scope.add(x, 1.0))
+    with gf.Session(scope.graph, devices=[gf.runtime.CPUDevice(0), SimulatedGPU(0)]) as sess:
+        assert fused_steps(sess, [y], [x]) == []
+        np.testing.assert_array_equal(sess.run(y, {x: np.zeros(3, np.float32)}), [-1, -1, -1])
+
+
 def test_control_dependencies_and_float_to_int_casts_bound_regions(scope):
     x = scope.placeholder(gf.float32, shape=[3])
     a = scope.add(x, 1.0)
