@@ -1,7 +1,9 @@
 """The ``graphflow`` command: look at, document and run saved graphs.
 
-    graphflow show GRAPH.json [-o graph.svg|png|pdf|dot] [--fused]   DOT text or a picture
-    graphflow inspect GRAPH.json                           nodes, types, dtypes, shapes, fused regions
+    graphflow show GRAPH.json [-o graph.svg|png|pdf|dot]   DOT text or a picture
+                    [--fused]                              (fused regions as clusters)
+    graphflow inspect GRAPH.json                           nodes, types, dtypes, shapes;
+                                                           the regions a plan fuses
     graphflow run GRAPH.json --fetch NAME[:i] [--feed NAME[:i]=x.npy] [--save DIR]
     graphflow ops [NAME] [--markdown]                      the op reference
 
@@ -230,7 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="draw the element-wise regions a plan fuses as clusters")
     show.set_defaults(func=_cmd_show, parser=show)
 
-    inspect = verbs.add_parser("inspect", help="list a graph's nodes, types, dtypes and shapes")
+    inspect = verbs.add_parser("inspect", help="list a graph's nodes, types, dtypes and shapes, "
+                               "and the element-wise regions a plan fuses")
     inspect.add_argument("graph", metavar="GRAPH", help="a GraphDef JSON file")
     inspect.set_defaults(func=_cmd_inspect, parser=inspect)
 

@@ -200,7 +200,8 @@ def node_error(op, err: BaseException) -> OpError:
         return err.with_node(name, type_, site=site)
     if isinstance(err, MemoryError) or (
             isinstance(err, ValueError) and str(err).startswith("array is too big")):
-        return ResourceExhaustedError(f"OOM while running the kernel: {err}", name, type_, site=site)
+        return ResourceExhaustedError(f"OOM while running the kernel: {err}", name, type_,
+                                      site=site)
     if isinstance(err, (ValueError, IndexError, TypeError, ArithmeticError)):
         return InvalidArgumentError(f"{type(err).__name__}: {err}", name, type_, site=site)
     return InternalError(f"{type(err).__name__}: {err}", name, type_, site=site)

@@ -14,21 +14,24 @@ A region's *program* is its structure without names: the input dtypes, one
 loop over the elements (:meth:`Program.kernel`) that computes every op per element
 in registers, exactly as the unfused kernels would:
 
-- after every op the value is cast back to the op's dtype, so that small ints wrap
-  as numpy's do (numba computes them in int64) and float32 rounds after each op
-  (float32 ops computed in float64 and rounded once are correctly rounded for
-  + - * /, so the result does not depend on how numba types them);
+- after every op the value is cast back to the op's dtype, so that float32 rounds
+  after each op (float32 ops computed in float64 and rounded once are correctly
+  rounded for + - * /, so the result does not depend on how numba types them);
+- integer + - * and negation are computed in uint64, which wraps, then cast back:
+  small ints wrap as numpy's do (numba would compute them in int64), and int64
+  overflow is no undefined behaviour LLVM could optimize on (numba's signed
+  arithmetic is ``nsw``: ``(a + a) != 0`` became ``a != 0`` for INT64_MIN);
 - Maximum and Minimum follow numpy's NaN and signed-zero rules, found by probing
-  numpy's own loops on arrays of several lengths (:data:`MINMAX`); a float
+  numpy's own loops on arrays of several lengths (:func:`minmax_rules`); a float
   Maximum/Minimum is not fused when numpy is not consistent on this machine;
 - no fastmath; a float division by zero gives inf or NaN (``error_model="numpy"``).
 
 What is never fused (the op stays as it is and bounds the regions): an op with a
 fed output, with control inputs, or that another op waits for; stateful ops;
-string, float16 and complex dtypes (numba has no float16 arithmetic; numba's
-complex division is not numpy's); Cast from a float to an integer (undefined for
-NaN and out-of-range values in TensorFlow, and numba's conversion differs from
-numpy's there); ops requesting a device other than the CPU.
+string, float16 and complex dtypes (numba has no float16 arithmetic; complex
+products and quotients are not shown bit-identical with numpy's); Cast from a
+float to an integer (undefined for NaN and out-of-range values in TensorFlow: the
+Cast kernel keeps numpy's result); ops requesting a device other than the CPU.
 
 A region only grows while no node outside it has read one of its values yet (in
 the graph's creation order), so the fused node can take the place of its last op
@@ -76,11 +79,12 @@ DTYPES = frozenset(np.dtype(t) for t in (
 
 
 # -- numpy's Maximum/Minimum on floats ---------------------------------------------------
-def _probe_minmax() -> dict[str, str | None]:
+@functools.cache
+def minmax_rules() -> dict[str, str | None]:
     """For np.maximum and np.minimum on float arrays: ``"ties_second"`` when they return
     ``a if (a > b or a is NaN) else b`` (``<`` for minimum), ``"ties_first"`` for ``>=``,
     None when numpy agrees with neither on some length (its SIMD loops and their scalar
-    tails differ)."""
+    tails differ). Probed once per process, on first use."""
     found: dict[str, str | None] = {}
     for name, fn, cmp in (("Maximum", np.maximum, np.greater), ("Minimum", np.minimum, np.less)):
         rules = {"ties_second": cmp, "ties_first": np.greater_equal if cmp is np.greater
@@ -91,25 +95,20 @@ def _probe_minmax() -> dict[str, str | None]:
             payload = (nan.view(uint) | uint(1)).view(dtype)
             special = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, nan, -nan, payload],
                                dtype)
-            a = np.repeat(special, len(special))
-            b = np.tile(special, len(special))
+            pairs = len(special) ** 2  # every (a, b), at every offset of every length
+            a = np.resize(np.repeat(special, len(special)), 2 * pairs + 257)
+            b = np.resize(np.tile(special, len(special)), 2 * pairs + 257)
             for n in (1, 3, 8, 17, 64, 257):
-                reps = -(-n // a.size)
-                x, y = np.tile(a, reps)[:max(n, a.size)], np.tile(b, reps)[:max(n, a.size)]
-                for xs, ys in ((x, y), (x[:1], y), (x, y[:1])):
-                    with np.errstate(invalid="ignore"):
+                for start in range(0, pairs, n):
+                    x, y = a[start:start + n], b[start:start + n]
+                    for xs, ys in ((x, y), (x[:1], y), (x, y[:1])):
                         got = fn(xs, ys).view(uint)
                         for rule in list(agree):
                             want = np.where(rules[rule](xs, ys) | np.isnan(xs), xs, ys)
-                            want = np.broadcast_to(want, got.shape)
-                            if not np.array_equal(got, want.view(uint)):
+                            if not np.array_equal(got, np.broadcast_to(want, got.shape).view(uint)):
                                 agree.discard(rule)
         found[name] = next(iter(sorted(agree)), None)
     return found
-
-
-#: How numpy's float Maximum/Minimum treat ties and NaNs on this machine (see above).
-MINMAX = _probe_minmax()
 
 
 # -- choosing the ops ---------------------------------------------------------------------
@@ -130,7 +129,8 @@ def _fusible(op: Operation, fed: Collection[Output], waited_on: set[Operation]) 
         return False
     if op.type == "Cast" and dtypes[0].kind == "f" and dtypes[1].kind in "iu":
         return False  # undefined for NaN and out of range: left to the Cast kernel
-    if op.type in ("Maximum", "Minimum") and dtypes[0].kind == "f" and MINMAX[op.type] is None:
+    if op.type in ("Maximum", "Minimum") and dtypes[0].kind == "f" \
+            and minmax_rules()[op.type] is None:
         return False
     return True
 
@@ -174,7 +174,8 @@ class Program:
         lines = ['"""A fused element-wise kernel generated by graphflow (runtime/fusion.py)."""',
                  "import numpy as _np", "from graphflow.ops.jit import kernel", ""]
         lines += [f"_{t} = _np.{t}" for t in types]
-        lines += ["", "", "@kernel", f"def fused({'shape' if rank else 'n'}, {', '.join(xs + outs)}):"]
+        params = ", ".join(["shape" if rank else "n", *xs, *outs])
+        lines += ["", "", "@kernel", f"def fused({params}):"]
         if rank:
             scalars = 0
             index = ", ".join(f"i{d}" for d in range(rank))
@@ -237,7 +238,7 @@ def _expression(op_type: str, dtype: str, a: list[str], operand_dtype: str) -> s
         cmp = ">" if op_type == "Maximum" else "<"
         if np.dtype(dtype).kind != "f":
             return f"{a[0]} if {a[0]} {cmp} {a[1]} else {a[1]}"
-        if MINMAX[op_type] == "ties_first":
+        if minmax_rules()[op_type] == "ties_first":
             cmp += "="
         return f"{a[0]} if ({a[0]} {cmp} {a[1]} or {a[0]} != {a[0]}) else {a[1]}"
     if op_type in ("Equal", "NotEqual", "Less", "Greater"):

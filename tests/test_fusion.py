@@ -473,7 +473,7 @@ def test_plan_regions_and_dot_clusters():
     assert "fused" not in scope.graph.to_dot()
 
 
-def test_cli_inspect_lists_fused_regions(tmp_path):
+def test_cli_inspect_and_show_fused_regions(tmp_path):
     from graphflow.cli import main
 
     scope, x, z = _small_graph()
@@ -487,6 +487,10 @@ def test_cli_inspect_lists_fused_regions(tmp_path):
         assert main(["inspect", str(path)]) == 0
     text = out.getvalue()
     assert "fused regions" in text and "square/fused: 2 ops (plus_one, square)" in text
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["show", str(path), "--fused"]) == 0
+    assert 'label="fused: square/fused"' in out.getvalue()
 
 
 def test_a_kernel_numba_cannot_compile_runs_node_by_node(scope, monkeypatch, caplog, tmp_path):
