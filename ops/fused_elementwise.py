@@ -4,7 +4,7 @@ Made by the plan-time fusion of runtime/fusion.py, never by users. The attr
 ``region`` holds the ops it replaces and their structure (a
 ``runtime.fusion.Region``); ``replaces`` their names.
 
-A call takes one of two paths:
+A call takes one of three paths:
 
 - **fast**: every input has one shape, or holds one element (a scalar, also of
   shape [1] or [1, 1] when the others have at least as many dims): one compiled

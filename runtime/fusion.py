@@ -397,7 +397,7 @@ def _live_graph(ops, fed, subst, fetches):
         read = {i for op in ops for i in op.inputs}
         fetched, roots = set(), []
         for op in ops:
-            unread = [o for o in op.outputs if o not in read]
+            unread = [o for o in op.outputs if o not in read and o not in fed]
             if op.outputs and not unread:
                 continue
             fetched.update(subst.get(o, o) for o in unread)
