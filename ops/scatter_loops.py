@@ -13,7 +13,7 @@ disjoint memory, so a big scatter of wide rows is split over the intra-op pool
 by output range (:func:`scatter`), each thread reading every offset: every
 output element still sees its updates in index order, so the result is the
 sequential one to the bit, duplicates included. GatherNd is split by output
-rows.
+rows, and leaves rows wider than a word to ``np.take`` (see :func:`gather`).
 
 The loops are compiled per value dtype only (offsets are int64, arrays are
 C-contiguous 2-D, inputs are passed read-only), so each costs one compile per
@@ -109,6 +109,24 @@ def _gather_rows(out, source, offsets, lo, hi):
                 break
 
 
+@kernel
+def _linear_offsets(tuples, dims, offsets):
+    """offsets[i] = the row-major offset of the index tuple tuples[i] into dims, or -1 when
+    it is out of bounds; returns the last such i (-1 when every tuple is good)."""
+    n, depth = tuples.shape
+    last_bad = -1
+    for i in range(n):
+        offset, good = 0, True
+        for c in range(depth):
+            v = tuples[i, c]
+            good &= U(v) < U(dims[c])  # as unsigned, a negative index is huge
+            offset = offset * dims[c] + v
+        offsets[i] = offset if good else -1
+        if not good:
+            last_bad = i
+    return last_bad
+
+
 # -- calling them ------------------------------------------------------------------------------
 def _read_only(a: np.ndarray) -> np.ndarray:
     """A read-only view: numba types read-only arrays apart from writeable ones, so inputs
@@ -168,12 +186,35 @@ def scatter(out2d: np.ndarray, offsets: np.ndarray, rows: np.ndarray, op: str) -
         run_in_chunks(loop, out2d.shape[0], rows.size, MIN_PARALLEL_SCATTER)
 
 
-def gather(out2d: np.ndarray, source: np.ndarray, offsets: np.ndarray) -> None:
-    """``out2d[i] = source[offsets[i]]`` (zeros where ``offsets[i]`` is -1), for a
-    C-contiguous ``out2d`` ``[len(offsets), width]`` and ``source`` ``[num_slices, width]``
-    of any fixed-size dtype; big calls are split by rows over the intra-op pool."""
-    out_bits = _words(out2d)
-    source = _read_only(_words(np.ascontiguousarray(source)))
+def linear_offsets(tuples: np.ndarray, dims) -> tuple[np.ndarray, int]:
+    """Int64 row-major offsets of the index tuples ``tuples`` ``[n, depth]`` (any integer
+    dtype) into ``dims``, -1 for a tuple out of bounds, and the last such position (-1
+    when there is none): one pass, for any depth."""
+    offsets = np.empty(tuples.shape[0], np.int64)
+    last_bad = _linear_offsets(_read_only(np.ascontiguousarray(tuples)),
+                               _read_only(np.asarray(dims, np.int64)), offsets)
+    return offsets, int(last_bad)
+
+
+def gather(out2d: np.ndarray, source: np.ndarray, offsets: np.ndarray,
+           skipped: bool = False) -> None:
+    """``out2d[i] = source[offsets[i]]`` for a C-contiguous ``out2d`` ``[len(offsets),
+    width]`` and ``source`` ``[num_slices, width]`` of any fixed-size dtype; with
+    ``skipped``, offsets of -1 give zero rows. Big calls are split by rows over the
+    intra-op pool.
+
+    A row of one word goes through the loop; wider rows through ``np.take``, which
+    copies each row with one fixed-size ``memcpy`` and beats a row loop there (measured,
+    one thread, 1M random rows of float32: 4-byte rows loop 1.3 ms, take 1.5 ms; 16-byte
+    rows 15.9 vs 8.4 ms; 32-byte 18.3 vs 9.5 ms; 128-byte 34.3 vs 30.4 ms).
+    """
     offsets = _read_only(np.ascontiguousarray(offsets, dtype=np.int64))
-    run_in_chunks(lambda lo, hi: _gather_rows(out_bits, source, offsets, lo, hi),
+    source = np.ascontiguousarray(source)
+    if _words(out2d).shape[1] > 1 and not skipped:
+        def take(lo: int, hi: int) -> None:  # every offset is valid: "clip" skips a check
+            np.take(source, offsets[lo:hi], axis=0, out=out2d[lo:hi], mode="clip")
+        run_in_chunks(take, len(offsets), out2d.size)
+        return
+    out_words, source = _words(out2d), _read_only(_words(source))
+    run_in_chunks(lambda lo, hi: _gather_rows(out_words, source, offsets, lo, hi),
                   len(offsets), out2d.size)

@@ -133,30 +133,24 @@ def locate(tuples: np.ndarray, dims: Sequence[int], policy: str,
     ``policy == "IGNORE"`` are dropped: the second result is then the bool
     mask of the kept tuples (None when every tuple is good).
     """
-    # Seen as unsigned, a negative index is huge: one bound per column checks both ends
-    # (in 64 bits when a dimension is past the index type's range).
-    unsigned = tuples.view(np.dtype(f"u{tuples.dtype.itemsize}"))
-    if max(dims, default=0) > np.iinfo(unsigned.dtype).max:
-        unsigned = tuples.astype(np.int64).view(np.uint64)
-    depth = tuples.shape[1]
-    if depth == 0:
-        offsets = np.zeros(len(tuples), np.int64)
-    elif depth == 1:  # an int64 column is used as it is: offsets are only read
-        offsets = tuples[:, 0].astype(np.int64, copy=False)
-    else:  # row-major, in int64
-        offsets = tuples[:, depth - 1].astype(np.int64)
-        stride = dims[depth - 1]
-        for column in range(depth - 2, -1, -1):
-            offsets += tuples[:, column].astype(np.int64) * stride
-            stride *= dims[column]
-    if len(tuples) == 0:
-        return offsets, None
-    if depth == 1:
-        if int(unsigned.max()) < dims[0]:
+    if tuples.shape[1] != 1:  # one compiled pass computes and checks every tuple
+        offsets, last_bad = scatter_loops.linear_offsets(tuples, dims)
+        if last_bad < 0:
             return offsets, None
-    elif all(int(unsigned[:, c].max()) < d for c, d in enumerate(dims)):
+        if policy == "IGNORE":
+            keep = offsets >= 0
+            return offsets[keep], keep
+        raise InvalidArgumentError(bad_index(last_bad))
+    # depth 1: an int64 column is the offsets as it is, checked by one max. Seen as
+    # unsigned, a negative index is huge (in 64 bits when the dimension is past the index
+    # type's range)
+    unsigned = tuples.view(np.dtype(f"u{tuples.dtype.itemsize}"))
+    if dims[0] > np.iinfo(unsigned.dtype).max:
+        unsigned = tuples.astype(np.int64).view(np.uint64)
+    offsets = tuples[:, 0].astype(np.int64, copy=False)
+    if len(tuples) == 0 or int(unsigned.max()) < dims[0]:
         return offsets, None
-    bad = (unsigned >= np.asarray(dims, unsigned.dtype)).any(axis=1)
+    bad = unsigned[:, 0] >= dims[0]
     if policy == "IGNORE":
         keep = ~bad
         return offsets[keep], keep
@@ -628,7 +622,7 @@ def gather_nd(ctx, params: np.ndarray, indices: np.ndarray, policy: str,
     if keep is not None:  # IGNORE: a bad index gives zeros, as TensorFlow's CPU kernel
         kept, offsets = offsets, np.full(num_tuples, -1, np.int64)
         offsets[keep] = kept
-    scatter_loops.gather(out2d, source, offsets)
+    scatter_loops.gather(out2d, source, offsets, skipped=keep is not None)
     return out
 
 

@@ -164,8 +164,11 @@ def test_gather_rows_with_ignored_offsets(width, dtype):
     offsets = rng.integers(-1, 50, 400).astype(np.int64)  # -1: zeros (IGNORE)
     expected = np.where((offsets < 0)[:, None], np.zeros((), dtype), source[offsets])
     got = np.empty((400, width), dtype)
-    scatter_loops.gather(got, source, offsets)
+    scatter_loops.gather(got, source, offsets, skipped=True)
     _assert_bitwise(got, expected)
+    got = np.empty((400, width), dtype)
+    scatter_loops.gather(got, source, np.abs(offsets))  # single words: the loop; else take
+    _assert_bitwise(got, source[np.abs(offsets)])
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
@@ -232,10 +235,11 @@ def test_big_calls_on_the_pool_are_exact():
     scatter_into(got, offsets, rows, "add")
     _assert_bitwise(got.reshape(-1), expected)
     offsets = rng.integers(0, n // 4, m).astype(np.int64)
-    source = rng.standard_normal((n // 8, 16)).astype(np.float32)
-    gathered = np.empty((m, 16), np.float32)
-    scatter_loops.gather(gathered, source, offsets % (n // 8))
-    _assert_bitwise(gathered, source[offsets % (n // 8)])
+    for width in (1, 16):  # the loop, np.take
+        source = rng.standard_normal((n // 8, width)).astype(np.float32)
+        gathered = np.empty((m, width), np.float32)
+        scatter_loops.gather(gathered, source, offsets % (n // 8))
+        _assert_bitwise(gathered, source[offsets % (n // 8)])
 
 
 # -- compiles and errors ------------------------------------------------------------------------
@@ -282,3 +286,26 @@ def test_float16_sums_stay_on_numpy():
     assert not scatter_loops.can_combine("min", np.complex64)
     assert not scatter_loops.can_combine("update", object)
     assert scatter_ops.scatter_loops is scatter_loops
+
+
+# -- locate ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("index_type", [np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("depth", [0, 1, 2, 3])
+def test_locate_against_ravel_multi_index(index_type, depth):
+    """Depth 1 checks with numpy, other depths in one compiled pass: the same offsets,
+    the same kept tuples, the last bad position reported."""
+    rng = np.random.default_rng(depth)
+    dims = [5, 7, 3][:depth]
+    tuples = np.stack([rng.integers(-2, d + 2, 200) for d in dims], axis=1) if depth else \
+        np.zeros((200, 0), np.int64)
+    tuples = tuples.astype(index_type)
+    good = np.all((tuples >= 0) & (tuples < np.array(dims, np.int64)), axis=1)
+    expected = np.ravel_multi_index(tuples[good].T, dims) if depth else np.zeros(200, np.int64)
+    offsets, keep = scatter_ops.locate(tuples, dims, "IGNORE", str)
+    assert offsets.dtype == np.int64 and offsets.tolist() == expected.tolist()
+    assert (keep is None) == bool(good.all()) and (keep is None or keep.tolist() == good.tolist())
+    if not good.all():
+        with pytest.raises(InvalidArgumentError, match=f"^{np.flatnonzero(~good)[-1]}$"):
+            scatter_ops.locate(tuples, dims, "ERROR", str)
+    offsets, keep = scatter_ops.locate(tuples[good], dims, "", str)
+    assert keep is None and offsets.tolist() == expected.tolist()
