@@ -7,33 +7,29 @@ for a tuple that GatherNd's IGNORE policy turns into zeros)::
     for i in range(len(offsets)):             # in index order
         out[offsets[i], :] (op)= rows[i, :]   # GatherNd: out[i, :] = source[offsets[i], :]
 
-The scatters take a range ``[lo, hi)`` of output slices and apply only the
-updates that land there, still in index order. Calls over disjoint ranges write
-disjoint memory, so a big scatter of wide rows is split over the intra-op pool
-by output range (:func:`scatter`), each thread reading every offset: every
-output element still sees its updates in index order, so the result is the
-sequential one to the bit, duplicates included. GatherNd is split by output
-rows, and leaves rows wider than a word to ``np.take`` (see :func:`gather`).
+The scatters run on one thread, in index order, so duplicates combine exactly
+as TensorFlow's CPU loop combines them. (Splitting one by output range, each
+thread applying the updates that land in its range, measured no faster on two
+cores: every thread reads every offset, and for single elements at random
+places the range test is a coin flip costing as much as the update: 1M float32
+into 10M, the lower half of the range 8.4 ms, all of it 9.0 ms.) GatherNd's
+rows are disjoint: big gathers are split by rows over the intra-op pool, and
+rows wider than a word go to ``np.take`` (see :func:`gather`).
 
 The loops are compiled per value dtype only (offsets are int64, arrays are
 C-contiguous 2-D, inputs are passed read-only), so each costs one compile per
-dtype in use. Copies (assignment, gather) move bits: they run on the unsigned
-integer of the same size, so every dtype of one size shares one compile
-(float16 included). Sums compile per numeric dtype, min/max per real dtype; the
-caller keeps numpy for what numba cannot compile (see :func:`can_combine`).
+dtype in use. Copies (assignment, gather) move bits: they run on rows of
+unsigned words (uint64 where a row's bytes allow), so all dtypes share a few
+compiles, float16 included. Sums compile per numeric dtype, min/max per real
+dtype; the caller keeps numpy for what numba cannot compile (see
+:func:`can_combine`).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .intra_op import MIN_PARALLEL_SCATTER, run_in_chunks
+from .intra_op import run_in_chunks
 from .jit import jittable, kernel
-
-#: A split by output range has every thread read every offset and skip those outside
-#: its range. For single elements at random places that test is a coin flip that costs
-#: as much as the update itself (1M float32 into 10M, one thread: the lower half of the
-#: range 8.4 ms, all of it 9.0 ms), so only rows at least this wide are split.
-MIN_SPLIT_WIDTH = 16
 
 
 # -- the loops -------------------------------------------------------------------------------
@@ -47,51 +43,48 @@ U = np.uint64
 
 
 @kernel
-def _assign_rows(out, offsets, rows, lo, hi):
-    """out[offsets[i]] = rows[i] in order (the last duplicate wins), for offsets in [lo, hi)."""
-    n, width, lo, hi = U(offsets.shape[0]), U(rows.shape[1]), U(lo), U(hi)
+def _assign_rows(out, offsets, rows):
+    """out[offsets[i]] = rows[i] in index order: the last duplicate wins."""
+    n, width = U(offsets.shape[0]), U(rows.shape[1])
     for i in range(n):
         o = U(offsets[i])
-        if lo <= o < hi:
-            for j in range(width):
-                out[o, j] = rows[i, j]
-                if width == 1:
-                    break
+        for j in range(width):
+            out[o, j] = rows[i, j]
+            if width == 1:
+                break
 
 
 @kernel
-def _add_rows(out, offsets, rows, subtract, lo, hi):
-    """out[offsets[i]] += rows[i] (-= with ``subtract``) in order, for offsets in [lo, hi)."""
-    n, width, lo, hi = U(offsets.shape[0]), U(rows.shape[1]), U(lo), U(hi)
+def _add_rows(out, offsets, rows, subtract):
+    """out[offsets[i]] += rows[i] (-= with ``subtract``) in index order."""
+    n, width = U(offsets.shape[0]), U(rows.shape[1])
     for i in range(n):
         o = U(offsets[i])
-        if lo <= o < hi:
-            for j in range(width):
-                if subtract:
-                    out[o, j] -= rows[i, j]
-                else:
-                    out[o, j] += rows[i, j]
-                if width == 1:
-                    break
+        for j in range(width):
+            if subtract:
+                out[o, j] -= rows[i, j]
+            else:
+                out[o, j] += rows[i, j]
+            if width == 1:
+                break
 
 
 @kernel
-def _min_max_rows(out, offsets, rows, maximum, lo, hi):
-    """Eigen's min/max in order, for offsets in [lo, hi): an update replaces the current
+def _min_max_rows(out, offsets, rows, maximum):
+    """Eigen's min/max (max with ``maximum``) in index order: an update replaces the current
     value only when strictly smaller (larger), so a NaN update never wins, a NaN already
     there stays, and of equal values (0.0 and -0.0) the earlier stays."""
-    n, width, lo, hi = U(offsets.shape[0]), U(rows.shape[1]), U(lo), U(hi)
+    n, width = U(offsets.shape[0]), U(rows.shape[1])
     for i in range(n):
         o = U(offsets[i])
-        if lo <= o < hi:
-            for j in range(width):  # a select, not a branch: the outcome is random
-                current, u = out[o, j], rows[i, j]
-                if maximum:
-                    out[o, j] = u if current < u else current
-                else:
-                    out[o, j] = u if u < current else current
-                if width == 1:
-                    break
+        for j in range(width):  # a select, not a branch: the outcome is random
+            current, u = out[o, j], rows[i, j]
+            if maximum:
+                out[o, j] = u if current < u else current
+            else:
+                out[o, j] = u if u < current else current
+            if width == 1:
+                break
 
 
 @kernel
@@ -159,31 +152,16 @@ def scatter(out2d: np.ndarray, offsets: np.ndarray, rows: np.ndarray, op: str) -
 
     ``out2d`` is C-contiguous ``[num_slices, width]``, ``offsets`` int64 in
     ``[0, num_slices)``, ``rows`` ``[len(offsets), width]``; ``op`` is "update",
-    "add", "sub", "min" or "max" (``can_combine(op, dtype)`` must hold). Big calls
-    with wide rows are split by output range over the intra-op pool.
+    "add", "sub", "min" or "max" (``can_combine(op, dtype)`` must hold).
     """
     offsets = _read_only(np.ascontiguousarray(offsets, dtype=np.int64))
     rows = np.ascontiguousarray(rows)
-    width = rows.shape[1]
     if op == "update":
-        out2d, rows = _words(out2d), _read_only(_words(rows))
-
-        def loop(lo: int, hi: int) -> None:
-            _assign_rows(out2d, offsets, rows, lo, hi)
+        _assign_rows(_words(out2d), offsets, _read_only(_words(rows)))
     elif op in ("add", "sub"):
-        rows, subtract = _read_only(rows), op == "sub"
-
-        def loop(lo: int, hi: int) -> None:
-            _add_rows(out2d, offsets, rows, subtract, lo, hi)
+        _add_rows(out2d, offsets, _read_only(rows), op == "sub")
     else:
-        rows, maximum = _read_only(rows), op == "max"
-
-        def loop(lo: int, hi: int) -> None:
-            _min_max_rows(out2d, offsets, rows, maximum, lo, hi)
-    if width < MIN_SPLIT_WIDTH:
-        loop(0, out2d.shape[0])
-    else:
-        run_in_chunks(loop, out2d.shape[0], rows.size, MIN_PARALLEL_SCATTER)
+        _min_max_rows(out2d, offsets, _read_only(rows), op == "max")
 
 
 def linear_offsets(tuples: np.ndarray, dims) -> tuple[np.ndarray, int]:

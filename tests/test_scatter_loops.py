@@ -199,41 +199,12 @@ def test_tensor_scatter_graph_over_dtypes(scope, run, op, dtype):
     _assert_bitwise(out, expected, nan_payloads=False)
 
 
-# -- the split over the intra-op pool ---------------------------------------------------------
-def _uneven_chunks(fn, n, elements, min_elements=0):
-    """run_in_chunks as it would run on many cores, last chunk first."""
-    bounds = [0, n // 5, n // 5 + 1, n // 2, n]
-    for a, b in reversed(list(zip(bounds[:-1], bounds[1:]))):
-        fn(a, b)
-
-
-@pytest.mark.parametrize("op", ["update", "add", "sub", "min", "max"])
-def test_split_by_output_range_is_the_sequential_result(monkeypatch, op):
-    """Each chunk applies the updates landing in its own output range, in index order: any
-    split, run in any order, gives the sequential result, duplicates included."""
-    rng = np.random.default_rng(5)
-    width = scatter_loops.MIN_SPLIT_WIDTH
-    out = _values(np.float32, 1000 * width, rng).reshape(1000, width)
-    rows = _values(np.float32, 5000 * width, rng).reshape(5000, width)
-    offsets = rng.integers(0, 1000, 5000).astype(np.int64)
-    expected = _in_order(op, out, offsets, rows)
-    monkeypatch.setattr(scatter_loops, "run_in_chunks", _uneven_chunks)
-    got = out.copy()
-    scatter_into(got, offsets, rows, op)
-    _assert_bitwise(got, expected)
-
-
-def test_big_calls_on_the_pool_are_exact():
-    """Past the thresholds, on the real pool (two threads on a 2-core machine)."""
+# -- big calls -------------------------------------------------------------------------------
+def test_big_gathers_on_the_pool_are_exact():
+    """Gathers past the threshold split by rows over the real pool (two threads on a
+    2-core machine), through the loop and through np.take."""
     rng = np.random.default_rng(6)
     n, m = 1 << 20, 1 << 19
-    offsets = rng.integers(0, n // 64, m // 16).astype(np.int64)
-    rows = rng.standard_normal((m // 16, 16)).astype(np.float32)
-    expected = np.zeros(n, np.float32)
-    np.add.at(expected, (offsets[:, None] * 16 + np.arange(16)).reshape(-1), rows.reshape(-1))
-    got = np.zeros((n // 16, 16), np.float32)
-    scatter_into(got, offsets, rows, "add")
-    _assert_bitwise(got.reshape(-1), expected)
     offsets = rng.integers(0, n // 4, m).astype(np.int64)
     for width in (1, 16):  # the loop, np.take
         source = rng.standard_normal((n // 8, width)).astype(np.float32)
