@@ -40,8 +40,9 @@ from graphflow.errors import InvalidArgumentError
 from graphflow.registry import IntAttr, TypeAttr, op_def, register_op
 from graphflow.shapes import debug_string
 
-from . import jit, partition_loops
+from . import jit
 from .intra_op import run_in_chunks
+from .partition_loops import first_bad_id, readonly
 
 NON_STRING_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
 
@@ -56,8 +57,8 @@ PartitionedSelect = register_op(
         "computed as output[i] = f_{p[i]}(data[i]): the element-wise f_k commute with the "
         "partition. The attr 'program' holds each f_k as (op_type, chain position, scalar "
         "index) steps (index -1: a unary op; SELF = -2: both operands are the chain value; "
-        "a Cast, to Tout, ends a chain). The partition ids p are the int32 selector, or the bool selector "
-        "(ids 0 and 1), or, with no selector, the attr 'compare' = (op_type, position, "
+        "a Cast, to Tout, ends a chain). The partition ids p are the int32 selector, or the "
+        "bool selector (ids 0 and 1), or, with no selector, the attr 'compare' = (op_type, position, "
         "scalar index): the comparison of data with a scalar, computed in the pass. The "
         "attr 'origin' = (node name, op type, site) names the partition node that errors "
         "come from.")
@@ -242,33 +243,39 @@ def _partitioned_select(ctx, data, selector, scalars):
     data = np.asarray(data)
     if not _compiles(data, ctx.attrs["program"]):
         return _select_numpy(ctx, data, selector, scalars)
-    selector = np.ascontiguousarray(selector[0]) if selector else None
-    _check_shapes(ctx, data, selector)
-    k = ctx.attrs["num_partitions"]
+    # read-only views throughout: one compiled signature for feeds and intermediates
+    x = readonly(np.ascontiguousarray(data))
+    selector = readonly(np.ascontiguousarray(selector[0])) if selector else None
+    _check_shapes(ctx, x, selector)
     compare = ctx.attrs.get("compare")
     kind = "compare" if compare else "mask" if selector.dtype == np.bool_ else "ids"
-    n = data.size
+    n = x.size
     if kind == "ids":
-        _check_ids(ctx, selector, int(partition_loops.first_bad_id(selector, 0, n, k)))
-    fn = ctx.cache.get("pass")
-    if fn is None:
-        source = kernel_source(ctx.attrs["program"], data.dtype, kind, compare,
-                               ctx.attrs["Tout"].as_numpy_dtype)
-        fn = ctx.cache.setdefault("pass", compiled_kernel(source))
-    branch_of = ctx.cache.get("branch_of")
-    if branch_of is None:
-        branches = list(dict.fromkeys(ctx.attrs["program"]))
-        branch_of = ctx.cache.setdefault("branch_of", np.array(
-            [branches.index(chain) for chain in ctx.attrs["program"]], np.int32))
-    x = np.ascontiguousarray(data)
+        k = ctx.attrs["num_partitions"]
+        _check_ids(ctx, selector, int(first_bad_id(selector, 0, n, k)))
+    compiled = ctx.cache.get("pass")
+    if compiled is None:
+        compiled = ctx.cache.setdefault("pass", _compile_pass(ctx, kind))
+    fn, branch_of = compiled
+    values = readonly(np.concatenate([np.asarray(s, x.dtype).reshape(1) for s in scalars])
+                      if scalars else np.zeros(1, x.dtype))
     if selector is None:
         selector = x  # not read: the pass compares x itself
-    values = np.concatenate([np.asarray(s, data.dtype).reshape(1) for s in scalars]) \
-        if scalars else np.zeros(1, data.dtype)
-    out = ctx.empty(data.shape, ctx.attrs["Tout"].as_numpy_dtype)
+    out = ctx.empty(x.shape, ctx.attrs["Tout"].as_numpy_dtype)
     run_in_chunks(lambda start, stop: fn(x, selector, branch_of, values, out, start, stop),
                   n, 2 * n)
     return out
+
+
+def _compile_pass(ctx, kind: str) -> tuple[Callable, np.ndarray]:
+    """The node's compiled pass and its ``branch_of`` table (partition id -> number of
+    its distinct chain), made once per plan."""
+    programs = ctx.attrs["program"]
+    source = kernel_source(programs, ctx.attrs["T"].as_numpy_dtype, kind,
+                           ctx.attrs.get("compare"), ctx.attrs["Tout"].as_numpy_dtype)
+    branches = list(dict.fromkeys(programs))
+    branch_of = np.array([branches.index(chain) for chain in programs], np.int32)
+    return compiled_kernel(source), readonly(branch_of)
 
 
 @PartitionedSelect.kernel("gpu", T=NON_STRING_TYPES)

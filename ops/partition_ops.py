@@ -104,7 +104,7 @@ def _dynamic_partition(ctx, data, partitions):
     k = ctx.attrs["num_partitions"]
     data, partitions = np.asarray(data), np.asarray(partitions)
     _check_partition_shape(data, partitions)
-    ids = np.ascontiguousarray(partitions).reshape(-1)
+    ids = partition_loops.readonly(np.ascontiguousarray(partitions).reshape(-1))
     _check_partition_ids(ids, partitions.shape, k)
     rows = np.ascontiguousarray(data).reshape((ids.size,) + data.shape[partitions.ndim:])
     return partition_loops.partition(rows, ids, k, ctx.empty)
@@ -215,7 +215,7 @@ def _dynamic_stitch(ctx, indices, data):
     indices = [np.asarray(i) for i in indices]
     data = [np.asarray(d) for d in data]
     extra = _check_stitch_shapes(indices, data)
-    flats = [np.ascontiguousarray(i).reshape(-1) for i in indices]
+    flats = [partition_loops.readonly(np.ascontiguousarray(i).reshape(-1)) for i in indices]
     bounds = [partition_loops.index_bounds(f) for f in flats if f.size]
     if any(low < 0 for low, _ in bounds):
         raise _negative_index_error(indices, np.concatenate(flats))

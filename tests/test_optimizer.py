@@ -244,7 +244,8 @@ def test_numpy_path_for_what_numba_cannot_do(scope, dtype):
     mask = scope.cast(scope.not_equal(x, np.asarray(-1, dtype)), gf.int32)
     parts = scope.dynamic_partition(x, mask, num_partitions=2)
     rows = scope.dynamic_partition(scope.range(0, scope.size(x), 1), mask, num_partitions=2)
-    out = scope.dynamic_stitch(rows, [scope.neg(parts[0]), scope.mul(parts[1], np.asarray(3, dtype))])
+    three = np.asarray(3, dtype)
+    out = scope.dynamic_stitch(rows, [scope.neg(parts[0]), scope.mul(parts[1], three)])
     values = np.array([1, -1, np.inf, -0.0, np.nan, 2.5, -1, 7], dtype)
     (fused, plain), was_fused = _run_both(scope.graph, out, {x: values})
     assert was_fused

@@ -97,7 +97,7 @@ def test_partition_bad_id_asks_for_no_output(bad, position):
     with pytest.raises(InvalidArgumentError, match=rf"partitions\[{position}\] = {bad} is not "
                        r"in \[0, 2\)"):
         partition_kernel(np.ones(4096, np.float32), ids, 2)
-    assert partition_loops.first_bad_id(ids, 0, position, 2) == -1
+    assert partition_loops.first_bad_id(partition_loops.readonly(ids), 0, position, 2) == -1
 
 
 def test_partition_unaligned_and_strided_data():
