@@ -6,13 +6,16 @@
     rows  = DynamicPartition(Range(0, Size(x), 1), p, K)
     y     = DynamicStitch(rows, [f_0(parts[0]), ..., f_{K-1}(parts[K-1])])
 
-with 1-D ``x`` and element-wise ``f_k`` (chains of ops with a scalar), which is
+with 1-D ``x`` and element-wise ``f_k`` (chains of ops with a scalar or of the
+value with itself, maybe ending in an integer Cast), which is
 ``y[i] = f_{p[i]}(x[i])``. On the CPU it is one compiled pass over x, generated
-from the chains (:func:`kernel_source`): each element is checked, then only its
-own partition's chain runs. The pass is numba code written out as a module in
+from the chains (:func:`kernel_source`) and split over the intra-op pool: the
+ids are checked first, then each element runs its own partition's chain only.
+The pass is numba code written out as a module in
 ``graphflow.ops.jit.cache_dir()``, so numba's disk cache serves it to later
-processes; float16, complex and string data keep a numpy path that computes
-every chain over all of x and selects.
+processes. float16, complex and string data, and inputs too small to pay for a
+compile (:data:`COMPILE_MIN_ELEMENTS`), take a numpy path that computes every
+chain over all of x and selects.
 
 Results are bit for bit those of the graph as written: each step is cast back to
 the dtype (numba computes small integers in int64; the cast wraps as numpy
@@ -165,7 +168,9 @@ def compiled_kernel(source: str) -> Callable:
         name = "graphflow_fused_" + hashlib.sha256(source.encode()).hexdigest()[:24]
         try:
             module = _import_source(name, source)
-        except OSError:  # a cache folder that cannot be written: compile from memory
+        except (OSError, RuntimeError):
+            # a cache folder that cannot be written (numba: "cannot cache function"):
+            # compile from memory
             module = type(sys)(name)
             uncached = source.replace("@kernel\n", "@kernel(cache=False)\n")
             exec(compile(uncached, f"<{name}>", "exec"), module.__dict__)  # noqa: S102
