@@ -89,7 +89,25 @@ class InternalError(OpError):
     """A kernel failed in a way that is a bug in graphflow or in a user kernel."""
 
 
-__all__ = [
+def node_error(err: BaseException, node_name: str, op_type: str,
+               site: str | None = None) -> OpError:
+    """``err``, raised while running the node ``node_name``, as the OpError a user sees:
+    an OpError gets the node's name (unless it names one already); an allocation
+    failure is a ResourceExhaustedError; a bad value, index or type an
+    InvalidArgumentError; anything else an InternalError."""
+    if isinstance(err, OpError):
+        return err.with_node(node_name, op_type, site=site)
+    if isinstance(err, MemoryError) or (
+            isinstance(err, ValueError) and str(err).startswith("array is too big")):
+        # the second is numpy's word for a size past what an int64 byte count holds
+        return ResourceExhaustedError(f"OOM while running the kernel: {err}", node_name, op_type,
+                                      site=site)
+    if isinstance(err, (ValueError, IndexError, TypeError, ArithmeticError)):
+        return InvalidArgumentError(f"{type(err).__name__}: {err}", node_name, op_type, site=site)
+    return InternalError(f"{type(err).__name__}: {err}", node_name, op_type, site=site)
+
+
+__all__ = ["node_error", 
     "OpError", "InvalidArgumentError", "InvalidDTypeError", "NotFoundError",
     "UnimplementedError", "FailedPreconditionError", "ResourceExhaustedError",
     "CancelledError", "InternalError",

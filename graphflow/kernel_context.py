@@ -61,10 +61,13 @@ class KernelContext:
         """An uninitialized output buffer: a dead intermediate of the same shape and dtype
         from the plan's pool when there is one, else a new array. Kernels that write every
         element ask for their outputs here instead of calling ``np.empty``/``np.zeros``."""
-        shape = tuple(int(d) for d in shape)
-        dtype = np.dtype(dtype)
-        if self.buffers is not None and self.xp is np:
-            buffer = self.buffers.take(shape, dtype)
+        if type(shape) is not tuple:
+            shape = tuple(int(d) for d in shape)
+        if type(dtype) is not np.dtype:
+            dtype = np.dtype(dtype)
+        buffers = self.buffers
+        if buffers is not None:
+            buffer = buffers.take(shape, dtype)
             if buffer is not None:
                 return buffer
         self.check_allocation(math.prod(shape), dtype)
@@ -72,10 +75,13 @@ class KernelContext:
 
     def zeros(self, shape, dtype):
         """A zero-filled output buffer (see :meth:`empty`)."""
-        shape = tuple(int(d) for d in shape)
-        dtype = np.dtype(dtype)
-        if self.buffers is not None and self.xp is np:
-            buffer = self.buffers.take(shape, dtype)
+        if type(shape) is not tuple:
+            shape = tuple(int(d) for d in shape)
+        if type(dtype) is not np.dtype:
+            dtype = np.dtype(dtype)
+        buffers = self.buffers
+        if buffers is not None:
+            buffer = buffers.take(shape, dtype)
             if buffer is not None:
                 buffer.fill(0)
                 return buffer

@@ -26,7 +26,8 @@ import math
 import numpy as np
 from numba.core.errors import NumbaError
 
-from graphflow.errors import InternalError, InvalidArgumentError, OpError, ResourceExhaustedError
+from graphflow import errors
+from graphflow.errors import OpError
 from graphflow.kernel_context import KernelContext
 from graphflow.registry import IntAttr, TypeAttr, register_op
 
@@ -193,18 +194,8 @@ def _per_node(ctx):
 
 
 def node_error(op, err: BaseException) -> OpError:
-    """``err`` as the executor reports an error of ``op`` (runtime/executor.py
-    ``_node_error``): an OpError naming the node."""
-    name, type_, site = op.name, op.type, op.site
-    if isinstance(err, OpError):
-        return err.with_node(name, type_, site=site)
-    if isinstance(err, MemoryError) or (
-            isinstance(err, ValueError) and str(err).startswith("array is too big")):
-        return ResourceExhaustedError(f"OOM while running the kernel: {err}", name, type_,
-                                      site=site)
-    if isinstance(err, (ValueError, IndexError, TypeError, ArithmeticError)):
-        return InvalidArgumentError(f"{type(err).__name__}: {err}", name, type_, site=site)
-    return InternalError(f"{type(err).__name__}: {err}", name, type_, site=site)
+    """``err`` as the executor reports an error of ``op``: an OpError naming the node."""
+    return errors.node_error(err, op.name, op.type, op.site)
 
 
 __all__ = ["FusedElementwise", "node_error"]

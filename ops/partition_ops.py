@@ -106,6 +106,7 @@ def _dynamic_partition(ctx, data, partitions):
     _check_partition_shape(data, partitions)
     ids = partition_loops.readonly(np.ascontiguousarray(partitions).reshape(-1))
     _check_partition_ids(ids, partitions.shape, k)
+    ctx.check_allocation(data.size, data.dtype)  # the outputs, before a contiguous copy
     rows = np.ascontiguousarray(data).reshape((ids.size,) + data.shape[partitions.ndim:])
     return partition_loops.partition(rows, ids, k, ctx.empty)
 

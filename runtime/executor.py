@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from graphflow.errors import InternalError, InvalidArgumentError, OpError, ResourceExhaustedError
+from graphflow.errors import node_error
 from graphflow.graph import Graph, Output
 
 from . import passes
@@ -66,9 +66,9 @@ class Plan:
         subst: dict[Output, Output] = {}
         if config.optimize:
             cpu_only = all(d.device_type == "cpu" for d in devices)
-            # rewrite (partition->stitch, element-wise fusion), then fold constants
-            for found in (lambda: rewrite(ops, fed, fetches, fuse=cpu_only),
-                          lambda: fold_constants(ops, fed, subst, devices, config)):
+            # fold constants first: fused regions then hold no constant subexpressions
+            for found in (lambda: fold_constants(ops, fed, subst, devices, config),
+                          lambda: rewrite(ops, fed, fetches, fuse=cpu_only)):
                 found = found()
                 if found:
                     subst = _chained({**subst, **found})
@@ -223,18 +223,8 @@ def _chained(subst: dict[Output, Output]) -> dict[Output, Output]:
 def _node_error(step: Step, err: BaseException) -> BaseException:
     """``err`` as an OpError that names the step's node and where it was created."""
     if isinstance(step, CopyStep):
-        name, type_, site = step.label, "_Copy", None
-    else:
-        name, type_, site = step.op.name, step.op.type, step.op.site
-    if isinstance(err, OpError):
-        return err.with_node(name, type_, site=site)
-    if isinstance(err, MemoryError) or (
-            isinstance(err, ValueError) and str(err).startswith("array is too big")):
-        # the second is numpy's word for a size past what an int64 byte count holds
-        return ResourceExhaustedError(f"OOM while running the kernel: {err}", name, type_, site=site)
-    if isinstance(err, (ValueError, IndexError, TypeError, ArithmeticError)):
-        return InvalidArgumentError(f"{type(err).__name__}: {err}", name, type_, site=site)
-    return InternalError(f"{type(err).__name__}: {err}", name, type_, site=site)
+        return node_error(err, step.label, "_Copy")
+    return node_error(err, step.op.name, step.op.type, step.op.site)
 
 
 def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:

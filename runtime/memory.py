@@ -55,11 +55,14 @@ class BufferPool:
     def take(self, shape: tuple, dtype: np.dtype) -> np.ndarray | None:
         """A dead buffer of exactly this shape and dtype, or None."""
         key = (shape, dtype)
-        with self._lock:
-            free = self._free.get(key)
-            if not free:
-                if len(self._wanted) < 4096:
+        free = self._free.get(key)
+        if not free:  # no lock for a miss: the common case of small outputs
+            if key not in self._wanted and len(self._wanted) < 4096:
+                with self._lock:
                     self._wanted.add(key)
+            return None
+        with self._lock:
+            if not free:
                 return None
             buffer = free.pop()
             self._bytes -= buffer.nbytes

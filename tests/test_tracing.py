@@ -20,7 +20,8 @@ def test_trace_events_match_the_nodes_that_ran(threads):
     scope, x, z = _graph()
     scope.neg(z, name="not_fetched")
     md = gf.RunMetadata()
-    with gf.Session(scope.graph, gf.SessionConfig(inter_op_threads=threads)) as sess:
+    # unfused: one event per node (tests/test_fusion.py traces a fused step)
+    with gf.Session(scope.graph, gf.SessionConfig(inter_op_threads=threads, optimize=False)) as sess:
         got = sess.run(z, {x: np.arange(3, dtype=np.float32)},
                        options=gf.RunOptions(trace=True), run_metadata=md)
     np.testing.assert_array_equal(got, [1, 4, 9])
@@ -36,7 +37,7 @@ def test_trace_events_match_the_nodes_that_ran(threads):
 def test_chrome_trace_format(tmp_path):
     scope, x, z = _graph()
     md = gf.RunMetadata()
-    with gf.Session(scope.graph) as sess:
+    with gf.Session(scope.graph, gf.SessionConfig(optimize=False)) as sess:
         sess.run(z, {x: np.ones(2, np.float32)}, options=gf.RunOptions(trace=True), run_metadata=md)
     path = tmp_path / "trace.json"
     md.save_chrome_trace(path)
@@ -60,7 +61,7 @@ def test_untraced_run_records_nothing():
 
 def test_callable_with_accept_options_traces_and_plain_callable_refuses_keywords():
     scope, x, z = _graph()
-    with gf.Session(scope.graph) as sess:
+    with gf.Session(scope.graph, gf.SessionConfig(optimize=False)) as sess:
         f = sess.make_callable(z, [x], accept_options=True)
         md = gf.RunMetadata()
         np.testing.assert_array_equal(
