@@ -90,12 +90,16 @@ def _fuse_partition_stitch(stitch: Operation, fed: Collection[Output]) -> Operat
         return None
     selector, compare = _selector(partitions, x, k, scalars, fed)
     origin = min(parts, rows, key=lambda op: op._id)  # the one that fails first as written
+    replaced = {stitch, rows, *(o.op for o in inner), *_range_ops(rows.inputs[0])}
+    if selector is not partitions:  # the Cast to ids, and the comparison if folded
+        replaced |= {partitions.op} | ({partitions.op.inputs[0].op} if compare else set())
     definition = op_def("_PartitionedSelect")
     attrs = {"T": x.dtype, "Tout": stitch.outputs[0].dtype,
              "Tsel": selector.dtype if selector is not None else bool_,
              "S": int(selector is not None), "M": len(scalars), "num_partitions": k,
              "program": tuple(programs), "compare": compare,
-             "origin": (origin.name, origin.type, origin.site)}
+             "origin": (origin.name, origin.type, origin.site),
+             "replaces": tuple(op.name for op in sorted(replaced, key=lambda op: op._id))}
     selectors = [] if selector is None else [selector]
     fused = Operation(stitch.graph, stitch.name, definition, [x, *selectors, *scalars],
                       (1, len(selectors), len(scalars)), (), attrs, stitch.device, stitch.site)
@@ -154,6 +158,12 @@ def _elementwise_step(value: Output, scalars: list[Output], last: bool):
             scalars.append(a)
             return op.type, 1, len(scalars) - 1, b
     return None
+
+
+def _range_ops(r: Output) -> list[Operation]:
+    """The Range of row positions, and the Size of x that may give its limit."""
+    limit = r.op.inputs[1]
+    return [r.op] + ([limit.op] if limit.op.type == "Size" else [])
 
 
 def _is_row_range(r: Output, x: Output) -> bool:

@@ -267,6 +267,23 @@ def test_seed_pipeline_compiles_the_mask_into_the_pass(scope):
     np.testing.assert_array_equal(got, np.where(values != -1, values + 1, values))
 
 
+def test_trace_says_which_nodes_the_fused_step_replaced(scope):
+    x = scope.placeholder(gf.float32, shape=[None], name="x")
+    mask = scope.cast(scope.not_equal(x, np.float32(-1), name="is_set"), gf.int32, name="ids")
+    parts = scope.dynamic_partition(x, mask, num_partitions=2, name="parts")
+    rows = scope.dynamic_partition(scope.range(0, scope.size(x, name="n"), 1, name="positions"),
+                                   mask, num_partitions=2, name="rows")
+    out = scope.dynamic_stitch(rows, [parts[0], scope.add(parts[1], np.float32(1), name="inc")],
+                               name="y")
+    md = gf.RunMetadata()
+    with gf.Session(scope.graph) as sess:
+        sess.run(out, {x: np.float32([1, -1])}, options=gf.RunOptions(trace=True),
+                 run_metadata=md)
+    (event,) = [e for e in md.events if e.op_type == "_PartitionedSelect"]
+    assert event.node == "y"
+    assert event.replaces == ("is_set", "ids", "parts", "n", "positions", "rows", "inc", "y")
+
+
 @pytest.mark.parametrize("n", [6, 1 << 15])  # the numpy path and the compiled pass
 def test_bad_id_names_the_partition_node(scope, n):
     x = scope.placeholder(gf.float32, shape=[None])
