@@ -20,13 +20,18 @@ disk cache costs a few milliseconds.
 """
 from __future__ import annotations
 
+import functools
+import logging
 import os
+import tempfile
 from pathlib import Path
 from typing import Callable
 
 import numba
 import numpy as np
 from numba.core import caching as _caching
+
+log = logging.getLogger("graphflow.jit")
 
 #: dtypes numba compiles loops for. float16 is left to numpy (numba has no float16
 #: arithmetic on the CPU), strings and objects too.
@@ -51,8 +56,22 @@ def cache_dir() -> Path:
     return Path(root) / f"numba-{numba.__version__}"
 
 
+@functools.cache
 def _cache_enabled() -> bool:
-    return os.environ.get("GRAPHFLOW_JIT_CACHE", "1") not in ("0", "false", "no")
+    """The disk cache is on unless ``GRAPHFLOW_JIT_CACHE=0``, or the cache folder cannot
+    be written (then kernels compile in memory, once per process, and a log line says
+    why)."""
+    if os.environ.get("GRAPHFLOW_JIT_CACHE", "1") in ("0", "false", "no"):
+        return False
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as e:
+        log.warning("graphflow: kernel cache folder %s is not writable (%s); compiled kernels "
+                    "are not cached on disk (set GRAPHFLOW_CACHE_DIR)", folder, e)
+        return False
+    return True
 
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the folder holding ops/ (installed or not)
