@@ -276,14 +276,15 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
 
 
 def _inline_call(step: Step, k: int, env: dict) -> str | None:
-    """``s[out] = f(ctx, s[a], ...)`` for a kernel step with plain inputs and one output."""
+    """``s[out] = f(ctx, s[a], [s[b], s[c]], ...)`` for a kernel step with one plain output."""
     if not isinstance(step, KernelStep):
         return None
     op = step.op
-    if len(step.outputs) != 1 or any(spec.is_list for spec in op.op_def.outputs) \
-            or any(isinstance(a, list) for a in step.inputs):
+    if len(step.outputs) != 1 or any(spec.is_list for spec in op.op_def.outputs):
         return None
     env[f"f{k}"] = step.kernel()
     env[f"c{k}"] = step.ctx
-    args = "".join(f", s[{a}]" for a in step.inputs)
+    args = "".join(
+        f", [{', '.join(f's[{j}]' for j in a)}]" if isinstance(a, list) else f", s[{a}]"
+        for a in step.inputs)
     return f"s[{step.outputs[0]}] = f{k}(c{k}{args})"
