@@ -61,32 +61,26 @@ class KernelContext:
         """An uninitialized output buffer: a dead intermediate of the same shape and dtype
         from the plan's pool when there is one, else a new array. Kernels that write every
         element ask for their outputs here instead of calling ``np.empty``/``np.zeros``."""
-        if type(shape) is not tuple:
-            shape = tuple(int(d) for d in shape)
-        if type(dtype) is not np.dtype:
-            dtype = np.dtype(dtype)
-        buffers = self.buffers
-        if buffers is not None:
-            buffer = buffers.take(shape, dtype)
-            if buffer is not None:
-                return buffer
-        self.check_allocation(math.prod(shape), dtype)
-        return self.xp.empty(shape, dtype)
+        return self._output(shape, dtype, zeroed=False)
 
     def zeros(self, shape, dtype):
         """A zero-filled output buffer (see :meth:`empty`)."""
+        return self._output(shape, dtype, zeroed=True)
+
+    def _output(self, shape, dtype, zeroed: bool):
         if type(shape) is not tuple:
             shape = tuple(int(d) for d in shape)
         if type(dtype) is not np.dtype:
             dtype = np.dtype(dtype)
-        buffers = self.buffers
-        if buffers is not None:
-            buffer = buffers.take(shape, dtype)
+        if self.buffers is not None:
+            buffer = self.buffers.take(shape, dtype)
             if buffer is not None:
-                buffer.fill(0)
+                if zeroed:
+                    buffer.fill(0)
                 return buffer
         self.check_allocation(math.prod(shape), dtype)
-        return self.xp.zeros(shape, dtype)
+        # a new zeroed array costs no more than an empty one: the OS zeroes fresh pages
+        return (self.xp.zeros if zeroed else self.xp.empty)(shape, dtype)
 
     def check_allocation(self, num_elements: int, dtype) -> None:
         """Raise ResourceExhaustedError before allocating past the memory limit.

@@ -65,6 +65,8 @@ from graphflow.graph import Operation, Output
 from graphflow.ops.jit import cache_dir, kernel
 from graphflow.registry import op_def
 
+from .passes import prune
+
 log = logging.getLogger("graphflow.fusion")
 
 #: The op types a region may hold, and how many inputs each reads.
@@ -405,19 +407,7 @@ def _live_graph(ops, fed, subst, fetches):
             if not op.outputs or any(o not in subst for o in op.outputs):
                 roots.append(op)
         targets = set()
-    live: set[Operation] = set()
-    stack = list(roots)
-    while stack:
-        op = stack.pop()
-        if op in live:
-            continue
-        live.add(op)
-        for i in op.inputs:
-            e = subst.get(i, i)
-            if e not in fed:
-                stack.append(e.op)
-        stack.extend(op.control_inputs)
-    ordered = sorted(live, key=lambda op: op._id)
+    ordered = prune(roots, fed, subst)
     consumers: dict[Output, list[Operation]] = {}
     for op in ordered:
         for i in op.inputs:
