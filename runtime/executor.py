@@ -15,7 +15,6 @@ is cleared when its count of unfinished readers reaches zero.
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 from typing import Any, Callable, Sequence
 
@@ -26,7 +25,7 @@ from graphflow.graph import Graph, Output
 
 from . import passes
 from .device import Device
-from .memory import MIN_POOLED_BYTES, BufferPool, releaser
+from .memory import BufferPool, releaser
 from .folding import fold_constants
 from .optimizer import rewrite
 from .placer import place
@@ -93,7 +92,8 @@ class Plan:
         self.use_counts = live.use_counts
         self.parallel = config.inter_op_threads > 1 and passes.worth_parallel(
             self.steps, HEAVY_ELEMENTS)
-        release = releaser(self.buffers)
+        # one release for every kind of run: a value's buffer goes to the pool when private
+        self._release = release = releaser(self.buffers)
         # a parallel run releases slots itself, when their readers are done
         for s, slots in zip(self.steps, live.releases):
             s.run = s.compile(() if self.parallel else slots, release)
@@ -102,7 +102,6 @@ class Plan:
         if self.parallel:
             sched = passes.schedule(self.steps)
             self.waiting, self.dependents = sched.waiting, sched.dependents
-        self._release = release
 
     # -- running --------------------------------------------------------------------
     def run(self, feed_values: Sequence, pool=None, metadata: RunMetadata | None = None) -> list:
@@ -229,13 +228,12 @@ def _node_error(step: Step, err: BaseException) -> BaseException:
 
 def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
     """One generated function ``run(feed_values) -> fetched values`` for a serial plan:
-    a line per kernel call, a few per released slot, no per-step loop or closure call
+    a line per kernel call and per released slot, no per-step loop or closure call
     (a chain of tiny kernels then costs the kernels). An error is re-raised naming its
     step."""
     steps = plan.steps
     env: dict[str, Any] = {"errstate": np.errstate, "ndarray": np.ndarray, "steps": steps,
-                           "node_error": _node_error, "getrefcount": sys.getrefcount,
-                           "MIN": MIN_POOLED_BYTES, "give": plan.buffers.give,
+                           "node_error": _node_error, "release": plan._release,
                            "fetch_value": plan._fetch_value}
     body: list[str] = []
     for k, (step, dead) in enumerate(zip(steps, releases)):
@@ -246,11 +244,7 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
             body.append(f"r{k}(s)")
         else:
             body.append(call)
-        for slot in dead:
-            body += [f"v = s[{slot}]", f"s[{slot}] = None",
-                     "if type(v) is ndarray and v.base is None and v.nbytes >= MIN and "
-                     "v.flags.writeable and v.dtype.kind != 'O' and getrefcount(v) == 2: give(v)"]
-    body.append("v = None")
+        body += [f"release(s, {slot})" for slot in dead]
     fetched = []
     for j, (slot, device) in enumerate(zip(plan.fetch_slots, plan.fetch_devices)):
         if slot is None:
