@@ -187,8 +187,9 @@ def test_generated_pass_is_cached_on_disk_across_processes(tmp_path):
         print(fn.stats.cache_hits and "hit" or "miss")
     """)
     env = dict(os.environ, GRAPHFLOW_CACHE_DIR=str(tmp_path))
+    # run outside the repository: its graphflow/ folder is not the installed package
     runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                           text=True, check=True).stdout.split() for _ in range(2)]
+                           text=True, check=True, cwd=tmp_path).stdout.split() for _ in range(2)]
     assert runs == [["miss"], ["hit"]]
     assert len(list(tmp_path.glob("*/fused/graphflow_fused_*.py"))) == 1
 
