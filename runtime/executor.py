@@ -245,6 +245,8 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
         else:
             body.append(call)
         body += [f"release(s, {slot})" for slot in dead]
+    if not body:
+        body.append("pass")  # every fetch is fed
     fetched = []
     for j, (slot, device) in enumerate(zip(plan.fetch_slots, plan.fetch_devices)):
         if slot is None:

@@ -153,3 +153,15 @@ def test_steps_are_typed():
         plan = sess._plan([b], [x])
         assert {type(s) for s in plan.steps} == {KernelStep, CopyStep}
         assert all(s.op is None for s in plan.steps if isinstance(s, CopyStep))
+
+
+def test_a_plan_with_nothing_to_run():
+    """Every fetch is fed: the plan has no step, and hands the feed back as a copy."""
+    scope = gf.Scope(gf.Graph())
+    x = scope.placeholder(gf.float32, shape=[2])
+    feed = np.array([1.0, 2.0], np.float32)
+    with gf.Session(scope.graph) as sess:
+        got = sess.run(x, {x: feed})
+        np.testing.assert_array_equal(got, feed)
+        got[0] = 7
+        assert feed[0] == 1.0
