@@ -107,8 +107,9 @@ def kernel_source(programs: tuple, dtype: np.dtype, selector: str, compare=None,
     ``selector`` is "ids" (p = selector[i], already checked; ``branch_of[p]`` numbers
     the distinct chains), "mask" (p = selector[i], a bool) or "compare" (p = the
     comparison ``compare`` of x[i] with a scalar). A Cast step casts to ``out_dtype``."""
-    T = f"np.{np.dtype(dtype).name}"
-    Tout = f"np.{np.dtype(out_dtype or dtype).name}"
+    # the scalar type's own name: np.bool_, not np.bool (numpy < 2 has no np.bool)
+    T = f"np.{np.dtype(dtype).type.__name__}"
+    Tout = f"np.{np.dtype(out_dtype or dtype).type.__name__}"
     if selector == "ids":
         branches = list(dict.fromkeys(programs))
         which = "branch_of[np.uint32(selector[i])]"

@@ -92,7 +92,8 @@ def test_sums_are_bitwise_ufunc_at_in_index_order(op, width, dtype):
     got = out.copy()
     with np.errstate(all="ignore"):
         scatter_into(got, offsets, rows, op)
-    _assert_bitwise(got, expected)
+    # a complex NaN's sign depends on the loop (numpy 1.24's np.add.at differs from 2.x)
+    _assert_bitwise(got, expected, nan_payloads=np.dtype(dtype).kind != "c")
 
 
 @pytest.mark.parametrize("dtype", SUM_DTYPES + [np.bool_, object])
