@@ -217,6 +217,16 @@ class Program:
         return fn
 
 
+#: The source of one element of each op's result; ``{t}`` rounds to the op's dtype.
+_SOURCE = {
+    "Add": "{t}({0} + {1})", "Sub": "{t}({0} - {1})", "Mul": "{t}({0} * {1})",
+    "RealDiv": "{t}({0} / {1})", "Neg": "{t}(-{0})",
+    "Equal": "{0} == {1}", "NotEqual": "{0} != {1}", "Less": "{0} < {1}", "Greater": "{0} > {1}",
+    "LogicalAnd": "{0} and {1}", "LogicalOr": "{0} or {1}", "LogicalNot": "not {0}",
+    "SelectV2": "{1} if {0} else {2}",
+}
+
+
 def _expression(op_type: str, dtype: str, a: list[str], operand_dtype: str) -> str:
     """One node's value as a numba expression of its operands' values."""
     t = f"_{dtype}"
@@ -227,16 +237,6 @@ def _expression(op_type: str, dtype: str, a: list[str], operand_dtype: str) -> s
         if op_type == "Neg":
             return f"{t}(_uint64(0) - {u[0]})"
         return f"{t}({u[0]} {_ARITHMETIC[op_type]} {u[1]})"
-    if op_type == "Add":
-        return f"{t}({a[0]} + {a[1]})"
-    if op_type == "Sub":
-        return f"{t}({a[0]} - {a[1]})"
-    if op_type == "Mul":
-        return f"{t}({a[0]} * {a[1]})"
-    if op_type == "RealDiv":
-        return f"{t}({a[0]} / {a[1]})"
-    if op_type == "Neg":
-        return f"{t}(-{a[0]})"
     if op_type in ("Maximum", "Minimum"):
         cmp = ">" if op_type == "Maximum" else "<"
         if np.dtype(dtype).kind != "f":
@@ -244,17 +244,8 @@ def _expression(op_type: str, dtype: str, a: list[str], operand_dtype: str) -> s
         if minmax_rules()[op_type] == "ties_first":
             cmp += "="
         return f"{a[0]} if ({a[0]} {cmp} {a[1]} or {a[0]} != {a[0]}) else {a[1]}"
-    if op_type in ("Equal", "NotEqual", "Less", "Greater"):
-        cmp = {"Equal": "==", "NotEqual": "!=", "Less": "<", "Greater": ">"}[op_type]
-        return f"{a[0]} {cmp} {a[1]}"
-    if op_type == "LogicalAnd":
-        return f"{a[0]} and {a[1]}"
-    if op_type == "LogicalOr":
-        return f"{a[0]} or {a[1]}"
-    if op_type == "LogicalNot":
-        return f"not {a[0]}"
-    if op_type == "SelectV2":
-        return f"{a[1]} if {a[0]} else {a[2]}"
+    if op_type in _SOURCE:
+        return _SOURCE[op_type].format(*a, t=t)
     if op_type == "Cast":
         if dtype == "bool":
             return a[0] if operand_dtype == "bool" else f"{a[0]} != 0"
