@@ -1,9 +1,9 @@
 """A Plan: one (fetches, feeds) signature, compiled once and run many times.
 
-The Session caches one Plan per signature. Building it runs the passes of
-``runtime/passes.py`` (prune -> rewrite -> require_feeds -> place -> locate ->
-liveness -> schedule); everything that does not depend on values is decided
-there. What is left for a run is the kernels: a serial run calls one generated
+The Session caches one Plan per signature. Building it runs the passes (prune ->
+fold constants -> rewrite/fuse -> require_feeds -> place -> locate -> liveness ->
+schedule; see ``runtime/passes.py``): everything that does not depend on values is
+decided there. What is left for a run is the kernels: a serial run calls one generated
 straight-line function (one line per step, slots released after their last
 reader, dead buffers kept in the plan's pool for the next ``ctx.empty``); a
 parallel run hands the steps to the thread pool as their inputs become ready.

@@ -1,6 +1,7 @@
 """The passes that turn a (fetches, feeds) signature into a plan, in order:
 
-    prune -> rewrite -> require_feeds -> place -> fuse -> locate -> liveness -> schedule
+    prune -> fold constants -> rewrite/fuse -> require_feeds -> place -> locate
+          -> liveness -> schedule
 
 Each is a small function of the previous passes' results, testable alone; the
 Plan (runtime/executor.py) runs them once per signature and compiles the steps.
