@@ -107,8 +107,8 @@ def node_error(err: BaseException, node_name: str, op_type: str,
     return InternalError(f"{type(err).__name__}: {err}", node_name, op_type, site=site)
 
 
-__all__ = ["node_error", 
-    "OpError", "InvalidArgumentError", "InvalidDTypeError", "NotFoundError",
+__all__ = [
+    "node_error", "OpError", "InvalidArgumentError", "InvalidDTypeError", "NotFoundError",
     "UnimplementedError", "FailedPreconditionError", "ResourceExhaustedError",
     "CancelledError", "InternalError",
 ]

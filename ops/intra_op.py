@@ -17,10 +17,6 @@ T = TypeVar("T")
 #: Elements moved below which one call stays on one thread.
 MIN_PARALLEL_ELEMENTS = 1 << 20
 
-#: The same for a scatter to random places, where each element costs a cache miss
-#: (1M float32 into 10M on 2 cores: 5.7 ms on one thread, 4.5 ms on two).
-MIN_PARALLEL_SCATTER = 1 << 18
-
 _WORKERS = max(1, min(4, os.cpu_count() or 1))
 _pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()

@@ -25,8 +25,8 @@ from graphflow.graph import Graph, Output
 
 from . import passes
 from .device import Device
-from .memory import BufferPool, releaser
 from .folding import fold_constants
+from .memory import BufferPool, releaser
 from .optimizer import rewrite
 from .placer import place
 from .steps import CopyStep, KernelStep, Step
@@ -64,15 +64,17 @@ class Plan:
         ops = passes.prune(fetches, fed)
         subst: dict[Output, Output] = {}
         if config.optimize:
-            cpu_only = all(d.device_type == "cpu" for d in devices)
             # fold constants first: fused regions then hold no constant subexpressions
-            for found in (lambda: fold_constants(ops, fed, subst, devices, config),
-                          lambda: rewrite(ops, fed, fetches, fuse=cpu_only)):
-                found = found()
-                if found:
-                    subst = _chained({**subst, **found})
-                    fetches = [subst.get(f, f) if isinstance(f, Output) else f for f in fetches]
-                    ops = passes.prune(fetches, fed, subst)
+            subst = fold_constants(ops, fed, {}, devices, config)
+            if subst:
+                fetches = _substituted(fetches, subst)
+                ops = passes.prune(fetches, fed, subst)
+            cpu_only = all(d.device_type == "cpu" for d in devices)
+            rewritten = rewrite(ops, fed, fetches, fuse=cpu_only, folded=subst)
+            if rewritten:
+                subst = _chained({**subst, **rewritten})
+                fetches = _substituted(fetches, subst)
+                ops = passes.prune(fetches, fed, subst)
         self.substitutions = subst
         passes.require_feeds(ops, fed)
         self.placement = place(ops, devices, soft_placement=config.allow_soft_placement,
@@ -111,11 +113,10 @@ class Plan:
         slots: list[Any] = [None] * self.num_slots
         for slot, value in zip(self.feed_slots, feed_values):
             slots[slot] = value
+        runs = self.runs if metadata is None else [traced(s, metadata) for s in self.steps]
         if self.parallel and pool is not None:
-            runs = self.runs if metadata is None else [traced(s, metadata) for s in self.steps]
             self._run_parallel(slots, pool, runs)
         else:
-            runs = self.runs if metadata is None else [traced(s, metadata) for s in self.steps]
             k = 0
             try:
                 with np.errstate(all="ignore"):  # inf and NaN results come silently, as in TF
@@ -207,6 +208,10 @@ class Plan:
 
 #: What a parallel step reports when it was not started because an earlier step failed.
 _SKIPPED = object()
+
+
+def _substituted(fetches: Sequence, subst: dict[Output, Output]) -> list:
+    return [subst.get(f, f) if isinstance(f, Output) else f for f in fetches]
 
 
 def _chained(subst: dict[Output, Output]) -> dict[Output, Output]:

@@ -35,11 +35,12 @@ SELF = -2  # the scalar index of a step whose operands are both the chain value 
 
 
 def rewrite(ops: list[Operation], fed: Collection[Output] = (), fetches=None,
-            fuse: bool = True) -> dict[Output, Output]:
+            fuse: bool = True, folded: dict[Output, Output] | None = None) -> dict[Output, Output]:
     """Substitutes for the outputs of ``ops`` that a rewrite can compute faster. A feed
     replaces any output: a pattern with a fed output inside is left as it is.
     ``fuse=False`` leaves element-wise regions unfused (sessions with a GPU, where a
-    fused node would run its members' kernels one by one anyway)."""
+    fused node would run its members' kernels one by one anyway); ``folded`` are the
+    constants folding made, which fused regions read instead of recomputing them."""
     subst: dict[Output, Output] = {}
     for op in ops:
         if op.type in _STITCHES:
@@ -47,7 +48,7 @@ def rewrite(ops: list[Operation], fed: Collection[Output] = (), fetches=None,
             if fused is not None:
                 subst[op.outputs[0]] = fused.outputs[0]
     if fuse:  # after: the pattern above has priority
-        subst.update(fuse_elementwise(ops, fed, subst, fetches))
+        subst.update(fuse_elementwise(ops, fed, {**(folded or {}), **subst}, fetches))
     return subst
 
 

@@ -74,13 +74,11 @@ class Layout:
 
 def locate(ops: Sequence[Operation], placement: dict[Operation, Device],
            feeds: Sequence[Output], fetches: Sequence, subst: dict[Output, Output],
-           devices: Sequence[Device], replaced: dict[Operation, tuple[str, ...]] | None = None
-           ) -> Layout:
+           devices: Sequence[Device]) -> Layout:
     """Give every value a slot and every op a KernelStep; insert a CopyStep wherever
     a value is read on another device than the one it lives on. A feed is an ordinary
     value whose device is known only at run time: each device that reads it gets a
     copy step, which passes the value through when that device already holds it."""
-    replaced = replaced or {}
     fed = set(feeds)
     slot_device: list[Device | None] = []
 
@@ -123,7 +121,7 @@ def locate(ops: Sequence[Operation], placement: dict[Operation, Device],
                 inputs.append(slot_on(subst.get(arg, arg), device))
         outputs = [junk if o in fed else slot_of[o] for o in op.outputs]
         steps.append(KernelStep(device, inputs, outputs, label=op.name, op=op,
-                                fresh=op.op_def.fresh_outputs, replaces=replaced.get(op, ())))
+                                fresh=op.op_def.fresh_outputs))
 
     fetch_slots: list[int | None] = []
     fetch_devices: list[Device] = []

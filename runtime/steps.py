@@ -51,7 +51,6 @@ class KernelStep(Step):
     """One kernel call of ``op``."""
 
     ctx: KernelContext | None = None
-    replaces: tuple[str, ...] = ()  # the user's nodes a fused step computes
 
     def kernel(self) -> Callable:
         """The kernel function as this step calls it: bound to its device, and held to
@@ -104,51 +103,18 @@ class CopyStep(Step):
 
 def _kernel_closure(step: KernelStep, release: tuple[int, ...], release_fn) -> Callable:
     """The closure that runs ``step`` on a list of slots and releases the slots whose
-    last reader it is."""
+    last reader it is (parallel and traced runs; a serial run inlines its steps in one
+    generated function, runtime/executor.py)."""
     op = step.op
     fn = step.kernel()
     ctx = step.ctx
     ins, outs = step.inputs, step.outputs
-    has_lists = any(isinstance(a, list) for a in ins)
-    # a kernel returns one array for one declared non-list output, else a sequence
-    returns_sequence = len(outs) != 1 or any(spec.is_list for spec in op.op_def.outputs)
-    if not has_lists and not returns_sequence and len(ins) <= 3:
-        (o,) = outs
-        if len(ins) == 0:
-            def step0(s):
-                s[o] = fn(ctx)
-                for f in release:
-                    release_fn(s, f)
-            return step0
-        if len(ins) == 1:
-            (a,) = ins
-
-            def step1(s):
-                s[o] = fn(ctx, s[a])
-                for f in release:
-                    release_fn(s, f)
-            return step1
-        if len(ins) == 2:
-            a, b = ins
-
-            def step2(s):
-                s[o] = fn(ctx, s[a], s[b])
-                for f in release:
-                    release_fn(s, f)
-            return step2
-        a, b, c = ins
-
-        def step3(s):
-            s[o] = fn(ctx, s[a], s[b], s[c])
-            for f in release:
-                release_fn(s, f)
-        return step3
-
     n_out = len(outs)
+    # a kernel returns one array for one declared non-list output, else a sequence
+    returns_sequence = n_out != 1 or any(spec.is_list for spec in op.op_def.outputs)
 
-    def step_n(s):
-        args = [[s[j] for j in a] if isinstance(a, list) else s[a] for a in ins]
-        result = fn(ctx, *args)
+    def run(s):
+        result = fn(ctx, *[[s[j] for j in a] if isinstance(a, list) else s[a] for a in ins])
         if not returns_sequence:
             s[outs[0]] = result
         elif n_out:
@@ -160,7 +126,7 @@ def _kernel_closure(step: KernelStep, release: tuple[int, ...], release_fn) -> C
                 s[slot] = value
         for f in release:
             release_fn(s, f)
-    return step_n
+    return run
 
 
 def _private_outputs(fn: Callable, op: Operation) -> Callable:

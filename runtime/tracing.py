@@ -87,8 +87,7 @@ def traced(step, metadata: RunMetadata):
     inputs = step.flat_inputs
     outputs = step.outputs
     allocates = op is None or op.op_def.fresh_outputs
-    replaces = tuple(getattr(step, "replaces", ()) or
-                     (op.attrs.get("replaces", ()) if op is not None else ()))
+    replaces = tuple(op.attrs.get("replaces", ())) if op is not None else ()  # a fused node
 
     synchronize = step.device.synchronize  # GPU kernels run asynchronously: time them whole
 
