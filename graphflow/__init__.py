@@ -24,6 +24,9 @@ bool = bool_  # noqa: A001 - gf.bool, as tf.bool
 
 from . import ops  # noqa: E402  (registers the operator set)
 from .runtime import RunMetadata, RunOptions, Session, SessionConfig, list_devices  # noqa: E402
+from .indexed_slices import IndexedSlices, convert_to_tensor  # noqa: E402
+from .gradients import GradContext, gradients  # noqa: E402
+from .gradient_check import GradientCheck, gradient_check  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -33,6 +36,8 @@ __all__ = [
     "Attr", "TypeAttr", "IntAttr", "BoolAttr", "FloatAttr", "StringAttr", "ShapeAttr",
     "TensorAttr", "IntListAttr", "OpDef", "register_op", "op_def", "registered_ops",
     "as_dtype", "errors", "list_devices", "ops",
+    "gradients", "GradContext", "IndexedSlices", "convert_to_tensor", "gradient_check",
+    "GradientCheck",
     "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
     "uint32", "uint64", "bool", "complex64", "complex128", "string",
 ]

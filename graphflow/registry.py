@@ -38,6 +38,14 @@ from .shapes import TensorShape, as_shape
 _REQUIRED = object()
 
 
+def _not_differentiable(*_):  # pragma: no cover - a marker, never called
+    raise AssertionError("NOT_DIFFERENTIABLE is a marker")
+
+
+#: The gradient function of ops declared with ``op.not_differentiable()``.
+NOT_DIFFERENTIABLE: Callable = _not_differentiable
+
+
 # -- attrs ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class Attr:
@@ -222,6 +230,7 @@ class OpDef:
     stateful: bool = False
     shape_function: Callable | None = None
     kernels: list[KernelDef] = field(default_factory=list)
+    gradient_function: Callable | None = None  # or NOT_DIFFERENTIABLE
 
     # derived at registration
     inferred_attrs: frozenset = frozenset()
@@ -254,6 +263,33 @@ class OpDef:
                                           {k: tuple(v) for k, v in constraints.items()}))
             return fn
         return register
+
+    def gradient(self, fn: Callable) -> Callable:
+        """Register the op's gradient rule ``fn(g, *grads) -> grads per flat input``.
+
+        ``g`` is a :class:`graphflow.gradients.GradContext` (``g.op``, ``g.scope``);
+        ``grads`` holds one gradient per output (zeros for outputs that got none while
+        others did). The rule returns one entry per flat input: an Output, a
+        ``gf.IndexedSlices`` or None (no gradient flows to that input).
+        """
+        self.gradient_function = fn
+        return fn
+
+    def not_differentiable(self) -> None:
+        """Declare that no gradient flows through this op (as TF's NotDifferentiable)."""
+        self.gradient_function = NOT_DIFFERENTIABLE
+
+    @property
+    def differentiable(self) -> bool | None:
+        """True with a gradient rule, False if declared not differentiable, None if neither."""
+        if self.gradient_function is None:
+            return None
+        return self.gradient_function is not NOT_DIFFERENTIABLE
+
+    @property
+    def gradient_description(self) -> str:
+        return {True: "yes", False: "no (not differentiable)",
+                None: "no rule registered"}[self.differentiable]
 
     # -- queries -----------------------------------------------------------
     def find_kernel(self, device_type: str, attrs: dict[str, Any]) -> KernelDef | None:
@@ -298,7 +334,8 @@ class OpDef:
         return snake_case(self.name)
 
     def __repr__(self) -> str:
-        return f"<OpDef {self.signature}; kernels: {', '.join(self.kernel_devices()) or 'none'}>"
+        return (f"<OpDef {self.signature}; kernels: {', '.join(self.kernel_devices()) or 'none'}; "
+                f"gradient: {self.gradient_description}>")
 
 
 def snake_case(name: str) -> str:

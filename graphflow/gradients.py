@@ -1,0 +1,267 @@
+"""Reverse-mode differentiation of graphs, as TensorFlow 1.x's ``tf.gradients``.
+
+``gradients(ys, xs)`` adds the gradient subgraph to the graph of ``ys``, under a
+``gradients/`` name scope, and returns one entry per x: an Output, a
+``gf.IndexedSlices`` (the gradient of a gather), or None where no gradient
+flows (no path, a path through integer tensors or a non-differentiable op).
+
+The walk is TensorFlow's: the ops between xs and ys are visited from the ys
+back (the graph's insertion order is topological, so its reverse is a valid
+order); the gradients that reach each output are summed, and the op's rule,
+declared next to its kernels with ``@Op.gradient``, turns them into gradients
+of its inputs. Gradient graphs are ordinary graphs: they prune, place, fold,
+fuse and serialize, and can be differentiated again.
+
+Complex gradients follow TensorFlow's convention: for a real loss L, the
+gradient w.r.t. z is dL/dRe(z) + i dL/dIm(z), so that, for y = f(z) and the
+loss sum(Re(conj(v) * y)), the gradient is conj(f'(z)) * v where f is holomorphic.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable, Sequence
+
+from .builder import as_operand
+from .dtypes import complex64, complex128, float16, float32, float64
+from .errors import InternalError, InvalidArgumentError
+from .graph import Graph, Operation, Output
+from .indexed_slices import IndexedSlices, concat_slices
+from .registry import NOT_DIFFERENTIABLE
+from .scope import Scope
+
+#: The dtypes gradients flow through (TensorFlow's ``_IsTrainable``).
+DIFFERENTIABLE_TYPES = (float16, float32, float64, complex64, complex128)
+
+Gradient = "Output | IndexedSlices | None"
+
+
+def is_differentiable(t: Output) -> bool:
+    return t.dtype in DIFFERENTIABLE_TYPES
+
+
+class GradContext:
+    """What a gradient rule sees besides the output gradients.
+
+    ``op`` is the forward Operation; ``scope`` builds the gradient's ops, named
+    ``gradients/<op>_grad/...`` and requesting the forward op's device.
+    """
+
+    __slots__ = ("op", "scope")
+
+    def __init__(self, op: Operation, scope: Scope):
+        self.op = op
+        self.scope = scope
+
+    @property
+    def inputs(self) -> tuple[Output, ...]:
+        return self.op.inputs
+
+    @property
+    def outputs(self) -> tuple[Output, ...]:
+        return self.op.outputs
+
+    def attr(self, name: str) -> Any:
+        return self.op.get_attr(name)
+
+    def __repr__(self) -> str:
+        return f"<GradContext of '{self.op.name}' ({self.op.type})>"
+
+
+def gradients(ys: Any, xs: Any, grad_ys: Any = None, stop_gradients: Any = None,
+              name: str = "gradients") -> list:
+    """The sum over ``ys`` of the gradients of ``sum(y * grad_y)`` w.r.t. each x.
+
+    ``ys``, ``xs``: an Operand or a list of them, all in one graph.
+    ``grad_ys``: one per y (Outputs or values of y's dtype and shape); ones by default.
+    ``stop_gradients``: tensors held constant (no gradient flows through them).
+    Returns a list with one entry per x: an Output, an IndexedSlices or None.
+    """
+    ys = _tensors(ys, "ys")
+    xs = _tensors(xs, "xs")
+    graph = ys[0].graph
+    for what, group in (("ys", ys), ("xs", xs)):
+        for t in group:
+            if t.graph is not graph:
+                raise InvalidArgumentError(
+                    f"gradients: {what} tensor '{t.name}' is from another graph than "
+                    f"'{ys[0].name}'")
+    stops = _tensors(stop_gradients, "stop_gradients", allow_empty=True) \
+        if stop_gradients is not None else []
+    for t in stops:
+        if t.graph is not graph:
+            raise InvalidArgumentError(
+                f"gradients: stop_gradients tensor '{t.name}' is from another graph")
+    stop_ops = {t.op for t in stops}
+
+    root = Scope(graph).with_sub_scope(name)
+    between = _ops_between(graph, [x.op for x in xs], [y.op for y in ys], stop_ops)
+    _check_every_y_reaches_an_x(ys, xs, between)
+
+    pending: dict[Output, list] = defaultdict(list)
+    for y, grad_y in zip(ys, _grad_ys(root, ys, grad_ys)):
+        pending[y].append(grad_y)
+
+    summed: dict[Output, Any] = {}
+
+    def total(t: Output, scope: Scope):
+        if t not in summed:
+            summed[t] = _sum_gradients(pending.pop(t, []), t, scope)
+        return summed[t]
+
+    for op in sorted(between, key=lambda o: o._id, reverse=True):
+        if op in stop_ops:
+            continue
+        wanted = [i for i, t in enumerate(op.inputs)
+                  if is_differentiable(t) and t.op in between and t.op not in stop_ops]
+        if not wanted or not any(o in pending for o in op.outputs if is_differentiable(o)):
+            continue
+        rule = op.op_def.gradient_function
+        if rule is NOT_DIFFERENTIABLE:
+            continue
+        if rule is None:
+            raise LookupError(
+                f"No gradient defined for operation '{op.name}' (op type: {op.type}); declare "
+                f"one with @{op.type}.gradient, or op_def.not_differentiable(). Built at "
+                f"{op.site}")
+        scope = root.with_sub_scope(f"{op.name}_grad")._replace(_device=op.device)
+        out_grads = [total(o, scope) if is_differentiable(o) else None for o in op.outputs]
+        out_grads = _fill_missing(scope, op, out_grads)
+        in_grads = rule(GradContext(op, scope), *out_grads)
+        _check_rule_result(op, in_grads)
+        for i in wanted:
+            if in_grads[i] is not None:
+                pending[op.inputs[i]].append(in_grads[i])
+    results = []
+    for x in xs:
+        results.append(total(x, root) if is_differentiable(x) else None)
+    return results
+
+
+# -- the walk ----------------------------------------------------------------------------
+def _ops_between(graph: Graph, from_ops: list[Operation], to_ops: list[Operation],
+                 stop_ops: set[Operation]) -> set[Operation]:
+    """Ops on a data path from an x's op to a y's op (both ends included)."""
+    consumers: dict[Operation, list[Operation]] = defaultdict(list)
+    for op in graph.operations():
+        for t in op.inputs:
+            consumers[t.op].append(op)
+    reached, stack = set(), list(from_ops)
+    while stack:
+        op = stack.pop()
+        if op in reached:
+            continue
+        reached.add(op)
+        stack.extend(consumers[op])
+    between, stack = set(), [op for op in to_ops if op in reached]
+    while stack:
+        op = stack.pop()
+        if op in between:
+            continue
+        between.add(op)
+        if op in stop_ops:
+            continue
+        stack.extend(t.op for t in op.inputs if t.op in reached)
+    return between
+
+
+def _check_every_y_reaches_an_x(ys: list[Output], xs: list[Output], between: set) -> None:
+    x_ops = {x.op for x in xs}
+    if not x_ops & between:
+        names = ", ".join(f"'{y.name}'" for y in ys)
+        raise InvalidArgumentError(
+            f"gradients: {names} does not depend on any of xs "
+            f"({', '.join(repr(x.name) for x in xs)}): there is no path to differentiate")
+
+
+def _grad_ys(scope: Scope, ys: list[Output], grad_ys: Any) -> list:
+    if grad_ys is None:
+        grad_ys = [None] * len(ys)
+    elif not isinstance(grad_ys, (list, tuple)):
+        grad_ys = [grad_ys]
+    if len(grad_ys) != len(ys):
+        raise InvalidArgumentError(
+            f"gradients: {len(grad_ys)} grad_ys for {len(ys)} ys; pass one per y")
+    result = []
+    for y, g in zip(ys, grad_ys):
+        if g is None:
+            result.append(scope.with_device(y.op.device).ones_like(y, name=f"grad_ys_{len(result)}"))
+            continue
+        grad = as_operand(g)
+        if grad is None:
+            grad = scope.constant(g, dtype=y.dtype, name=f"grad_ys_{len(result)}")
+        elif grad.graph is not y.graph:
+            raise InvalidArgumentError(f"gradients: grad_ys tensor '{grad.name}' is from "
+                                       f"another graph than '{y.name}'")
+        if grad.dtype != y.dtype:
+            raise TypeError(f"gradients: grad_ys for '{y.name}' has dtype {grad.dtype.name}; "
+                            f"'{y.name}' has dtype {y.dtype.name}")
+        if not grad.shape.is_compatible_with(y.shape):
+            raise InvalidArgumentError(
+                f"gradients: grad_ys for '{y.name}' has shape {grad.shape}, which is not "
+                f"compatible with the shape {y.shape} of '{y.name}'")
+        result.append(grad)
+    return result
+
+
+def _fill_missing(scope: Scope, op: Operation, grads: list) -> list:
+    """Zeros for the differentiable outputs that got no gradient while others did."""
+    return [g if g is not None or not is_differentiable(o)
+            else scope.zeros_like(o, name=f"zeros_{o.index}")
+            for o, g in zip(op.outputs, grads)]
+
+
+def _sum_gradients(parts: list, t: Output, scope: Scope):
+    """One gradient from the gradients that reached ``t``: IndexedSlices concatenate
+    when all are; otherwise everything is densified and added."""
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    if all(isinstance(p, IndexedSlices) for p in parts):
+        return concat_slices(parts, scope.with_sub_scope("AggregateSlices"))
+    dense = [p.as_output() if isinstance(p, IndexedSlices) else p for p in parts]
+    add_n = getattr(scope, "add_n", None)
+    if add_n is not None and all(d.shape.is_compatible_with(t.shape) for d in dense):
+        return add_n(dense, name="AddN")
+    total = dense[0]
+    for d in dense[1:]:
+        total = scope.add(total, d, name="Add")
+    return total
+
+
+def _check_rule_result(op: Operation, grads: Any) -> None:
+    where = f"the gradient rule of {op.type} (node '{op.name}')"
+    if not isinstance(grads, (list, tuple)) or len(grads) != len(op.inputs):
+        n = len(grads) if isinstance(grads, (list, tuple)) else type(grads).__name__
+        raise InternalError(f"{where} returned {n} gradients for {len(op.inputs)} inputs")
+    for i, (g, t) in enumerate(zip(grads, op.inputs)):
+        if g is None:
+            continue
+        if not isinstance(g, (Output, IndexedSlices)):
+            raise InternalError(f"{where} returned {g!r} for input {i}: expected an Output, "
+                                f"IndexedSlices or None")
+        if is_differentiable(t) and g.dtype != t.dtype:
+            raise InternalError(f"{where} returned a {g.dtype.name} gradient for input {i} "
+                                f"('{t.name}', {t.dtype.name})")
+        if isinstance(g, Output) and not g.shape.is_compatible_with(t.shape):
+            raise InternalError(f"{where} returned a gradient of shape {g.shape} for input "
+                                f"{i} ('{t.name}', shape {t.shape})")
+
+
+def _tensors(value: Any, what: str, allow_empty: bool = False) -> list[Output]:
+    items: Iterable = value if isinstance(value, (list, tuple)) else [value]
+    result = []
+    for item in items:
+        out = as_operand(item)
+        if out is None:
+            if isinstance(item, Operation):
+                raise TypeError(f"gradients: {what} entry '{item.name}' is an Operation; pass "
+                                f"one of its outputs")
+            raise TypeError(f"gradients: {what} entry {item!r} is not a graphflow Output")
+        result.append(out)
+    if not result and not allow_empty:
+        raise InvalidArgumentError(f"gradients: {what} is empty")
+    return result
+
+
+__all__: Sequence[str] = ["gradients", "GradContext", "DIFFERENTIABLE_TYPES", "is_differentiable"]
