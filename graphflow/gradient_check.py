@@ -65,7 +65,7 @@ def gradient_check(y: Any, xs: Any, values: Sequence[Any], *, delta: float | Non
                                        f"'{x.name}' of shape {x.shape}")
     graph = y_out.graph
     from .scope import Scope
-    v = Scope(graph).with_sub_scope("gradient_check").placeholder(y_out.dtype, shape=None,
+    v = Scope(graph).with_sub_scope("gradient_check").placeholder(y_out.dtype, shape=y_out.shape,
                                                                    name="v")
     grads = gradients(y_out, x_outs, grad_ys=v)
     grads = [g.as_output() if isinstance(g, IndexedSlices) else g for g in grads]

@@ -8,6 +8,7 @@ import numpy as np
 from graphflow.dtypes import ALL_TYPES, FLOAT_TYPES, INDEX_TYPES, NUMBER_TYPES, as_dtype, int8, \
     int16, int32, int64, uint16, uint32
 from graphflow.errors import InvalidArgumentError
+from graphflow.inference import constant_value
 from graphflow.registry import BoolAttr, IntAttr, IntListAttr, ShapeAttr, TensorAttr, TypeAttr, \
     register_op
 from graphflow.shapes import TensorShape, debug_string
@@ -512,3 +513,86 @@ def _pack(ctx, values):
                 f"values[{i}].shape = {debug_string(np.shape(v))}")
     axis = _check_axis(ctx.attrs["axis"], len(first) + 1, "Pack axis")
     return ctx.xp.stack(values, axis=axis)
+
+
+# -- gradients -------------------------------------------------------------------------
+def _shape_of(scope, t):
+    """``t``'s shape: a constant when static, else a Shape node."""
+    return t.shape.as_list() if t.shape.is_fully_defined() else scope.shape(t)
+
+
+@Identity.gradient
+def _identity_grad(g, grad):
+    return [grad]
+
+
+@Cast.gradient
+def _cast_grad(g, grad):
+    """Between float and complex types: the gradient cast back (complex -> real keeps
+    the real part, which is dL/dRe). Through integers and bools: None."""
+    src, dst = g.attr("SrcT"), g.attr("DstT")
+    if not (src.is_floating or src.is_complex) or not (dst.is_floating or dst.is_complex):
+        return [None]
+    return [g.scope.cast(grad, DstT=src)]
+
+
+@Reshape.gradient
+def _reshape_grad(g, grad):
+    return [g.scope.reshape(grad, _shape_of(g.scope, g.op.inputs[0])), None]
+
+
+@ExpandDims.gradient
+def _expand_dims_grad(g, grad):
+    return [g.scope.reshape(grad, _shape_of(g.scope, g.op.inputs[0])), None]
+
+
+@Squeeze.gradient
+def _squeeze_grad(g, grad):
+    return [g.scope.reshape(grad, _shape_of(g.scope, g.op.inputs[0]))]
+
+
+@Pack.gradient
+def _pack_grad(g, grad):
+    return list(g.scope.unpack(grad, num=g.attr("N"), axis=g.attr("axis")))
+
+
+@ConcatV2.gradient
+def _concat_grad(g, grad):
+    """Each input's part of ``grad``: a Slice at its offset along ``axis``."""
+    s = g.scope
+    *values, axis = g.op.inputs
+    axis_value = constant_value(axis)
+    rank = grad.shape.rank
+    if axis_value is None or rank is None:
+        raise InvalidArgumentError(
+            f"The gradient of ConcatV2 '{g.op.name}' needs a constant axis and a known rank")
+    axis_value = int(axis_value) % rank
+    sizes = [v.shape[axis_value] for v in values]
+    if all(n is not None for n in sizes):
+        begins = np.cumsum([0] + sizes[:-1]).tolist()
+        parts = []
+        for begin, n in zip(begins, sizes):
+            start = [0] * rank
+            start[axis_value] = begin
+            size = [-1] * rank
+            size[axis_value] = n
+            parts.append(s.slice(grad, start, size))
+        return parts + [None]
+    offset = s.constant(0, dtype=int32)
+    parts = []
+    for v in values:
+        n = s.reshape(s.slice(s.shape(v), [axis_value], [1]), [1])
+        start = s.scatter_nd([[axis_value]], s.reshape(offset, [1]), [rank])
+        size = s.tensor_scatter_update(s.fill([rank], -1), [[axis_value]], n)
+        parts.append(s.slice(grad, start, size))
+        offset = s.add(offset, s.reshape(n, []))
+    return parts + [None]
+
+
+@Fill.gradient
+def _fill_grad(g, grad):
+    return [None, g.scope.reduce_sum(grad)]
+
+
+for _op in (Const, Placeholder, NoOp, Shape, Size, Rank, Range, ZerosLike, OnesLike):
+    _op.not_differentiable()

@@ -189,3 +189,97 @@ def _select(ctx, condition, t, e):
             f"else {debug_string(e.shape)} must be broadcastable") from None
 
 
+# -- gradients -------------------------------------------------------------------------
+def sum_to_shape_of(scope, grad, operand):
+    """``grad`` (of the broadcast shape) summed over the dims ``operand`` was broadcast
+    along, and reshaped to ``operand``'s shape: statically when both shapes are
+    known, else with BroadcastGradientArgs on the run-time shapes."""
+    target, have = operand.shape, grad.shape
+    if target.is_fully_defined() and have.is_fully_defined():
+        dims, out = target.as_list(), have.as_list()
+        if dims == out:
+            return grad
+        lead = len(out) - len(dims)
+        axes = list(range(lead)) + [lead + i for i, d in enumerate(dims)
+                                    if d == 1 and out[lead + i] != 1]
+        summed = scope.reduce_sum(grad, axes) if axes else grad
+        return scope.reshape(summed, dims)
+    axes, _ = scope.broadcast_gradient_args(scope.shape(operand), scope.shape(grad))
+    return scope.reshape(scope.reduce_sum(grad, axes), scope.shape(operand))
+
+
+def conj(scope, x):
+    """``conj(x)`` for complex ``x``; real ``x`` itself (no op)."""
+    return scope.conj(x) if x.dtype.is_complex else x
+
+
+@Add.gradient
+def _add_grad(g, grad):
+    x, y = g.op.inputs
+    return [sum_to_shape_of(g.scope, grad, x), sum_to_shape_of(g.scope, grad, y)]
+
+
+@Sub.gradient
+def _sub_grad(g, grad):
+    x, y = g.op.inputs
+    return [sum_to_shape_of(g.scope, grad, x),
+            sum_to_shape_of(g.scope, g.scope.neg(grad), y)]
+
+
+@Mul.gradient
+def _mul_grad(g, grad):
+    """d(x*y) = grad * conj(y), grad * conj(x): TensorFlow's complex convention."""
+    s = g.scope
+    x, y = g.op.inputs
+    return [sum_to_shape_of(s, s.mul(grad, conj(s, y)), x),
+            sum_to_shape_of(s, s.mul(conj(s, x), grad), y)]
+
+
+@RealDiv.gradient
+def _real_div_grad(g, grad):
+    """d(x/y) = grad / conj(y), grad * conj(-x / y / y)."""
+    s = g.scope
+    x, y = g.op.inputs
+    dy = s.mul(grad, conj(s, s.real_div(s.real_div(s.neg(x), y), y)))
+    return [sum_to_shape_of(s, s.real_div(grad, conj(s, y)), x), sum_to_shape_of(s, dy, y)]
+
+
+def _extremum_grad(g, grad, wins_x):
+    """Maximum/Minimum: the winner gets the gradient; at a tie each side gets half
+    (as JAX, PyTorch and the central difference; TensorFlow gives x all of it)."""
+    s = g.scope
+    x, y = g.op.inputs
+    zeros = s.zeros_like(grad)
+    half = s.mul(grad, s.constant(0.5, dtype=grad.dtype))
+    tie = s.equal(x, y)
+    dx = s.select_v2(wins_x(s, x, y), grad, s.select_v2(tie, half, zeros))
+    dy = s.select_v2(wins_x(s, y, x), grad, s.select_v2(tie, half, zeros))
+    return [sum_to_shape_of(s, dx, x), sum_to_shape_of(s, dy, y)]
+
+
+@Maximum.gradient
+def _maximum_grad(g, grad):
+    return _extremum_grad(g, grad, lambda s, a, b: s.greater(a, b))
+
+
+@Minimum.gradient
+def _minimum_grad(g, grad):
+    return _extremum_grad(g, grad, lambda s, a, b: s.less(a, b))
+
+
+@Neg.gradient
+def _neg_grad(g, grad):
+    return [g.scope.neg(grad)]
+
+
+@SelectV2.gradient
+def _select_grad(g, grad):
+    s = g.scope
+    condition, t, e = g.op.inputs
+    zeros = s.zeros_like(grad)
+    return [None, sum_to_shape_of(s, s.select_v2(condition, grad, zeros), t),
+            sum_to_shape_of(s, s.select_v2(condition, zeros, grad), e)]
+
+
+for _op in (Equal, NotEqual, Less, Greater, LogicalAnd, LogicalOr, LogicalNot):
+    _op.not_differentiable()
