@@ -170,6 +170,7 @@ def op_reference_text(defs: Sequence) -> str:
         lines.append(f"    builder: scope.{d.builder_name}()"
                      + (f"  (aliases: {', '.join(d.aliases)})" if d.aliases else ""))
         lines.append(f"    kernels: {_kernels(d)}")
+        lines.append(f"    gradient: {d.gradient_description}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
 
@@ -198,6 +199,7 @@ def op_reference_markdown(defs: Sequence) -> str:
             out.append(f"- **Builder:** `scope.{d.builder_name}()`{aliases}, "
                        f"`graphflow.ops.{d.name}.create(scope, ...)`")
             out.append(f"- **Kernels:** {_kernels(d)}")
+            out.append(f"- **Gradient:** {d.gradient_description}")
     return "\n".join(out) + "\n"
 
 
