@@ -23,9 +23,10 @@ whose length is the int attr N), ``"outputs: num_partitions * T"``.
 """
 from __future__ import annotations
 
+import math
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -55,6 +56,7 @@ class Attr:
     default: Any = _REQUIRED
     allowed: tuple | None = None   # allowed values (dtypes for kind "type")
     minimum: int | None = None
+    maximum: int | None = None     # ints are int64 in any case; list lengths int32
 
     @property
     def required(self) -> bool:
@@ -87,12 +89,13 @@ class Attr:
                     f"values: {', '.join(t.name for t in self.allowed)}")
             return value
         if self.kind == "int":
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-                raise bad(f"expected an int, got {value!r}")
-            value = int(value)
+            value = _int64(value, bad)
             if self.minimum is not None and value < self.minimum:
                 raise InvalidArgumentError(f"Attr '{name}' of '{op_name}' Op passed {value} less "
                                            f"than minimum {self.minimum}.")
+            if self.maximum is not None and value > self.maximum:
+                raise InvalidArgumentError(f"Attr '{name}' of '{op_name}' Op passed {value} "
+                                           f"greater than maximum {self.maximum}.")
         elif self.kind == "bool":
             if not isinstance(value, (bool, np.bool_)):
                 raise bad(f"expected a bool, got {value!r}")
@@ -100,10 +103,16 @@ class Attr:
         elif self.kind == "float":
             if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
                 raise bad(f"expected a float, got {value!r}")
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:
+                raise bad(f"{value} is out of range for a float") from None
         elif self.kind == "string":
             if isinstance(value, bytes):
-                value = value.decode()
+                try:
+                    value = value.decode()
+                except UnicodeDecodeError:
+                    raise bad(f"{value!r} is not valid UTF-8") from None
             if not isinstance(value, str):
                 raise bad(f"expected a string, got {value!r}")
         elif self.kind == "shape":
@@ -111,11 +120,12 @@ class Attr:
                 value = as_shape(value)
             except (TypeError, ValueError) as e:
                 raise bad(f"expected a shape, got {value!r}: {e}") from None
+            if value.rank is not None and math.prod(d or 1 for d in value.dims) > INT64_MAX:
+                raise bad(f"shape {value} has more than {INT64_MAX} elements")
         elif self.kind == "list(int)":
-            try:
-                value = tuple(int(v) for v in value)
-            except (TypeError, ValueError):
-                raise bad(f"expected a list of ints, got {value!r}") from None
+            if not isinstance(value, (list, tuple)):
+                raise bad(f"expected a list of ints, got {value!r}")
+            value = tuple(_int64(v, bad) for v in value)
         elif self.kind == "tensor":
             if not isinstance(value, np.ndarray):
                 raise bad(f"expected a numpy array, got {type(value).__name__}")
@@ -124,13 +134,29 @@ class Attr:
         return value
 
 
+INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
+#: TensorFlow's bound on list lengths and output counts (N, num_partitions).
+INT32_MAX = 2 ** 31 - 1
+
+
+def _int64(value: Any, bad: Callable[[str], Exception]) -> int:
+    """``value`` as an int attr: TensorFlow's int attrs are int64."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise bad(f"expected an int, got {value!r}")
+    value = int(value)
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise bad(f"value {value} is out of range for an int (int64)")
+    return value
+
+
 def TypeAttr(allowed: Iterable[DType] | None = None, default: Any = _REQUIRED) -> Attr:
     return Attr("type", default if default is _REQUIRED else as_dtype(default),
                 None if allowed is None else tuple(allowed))
 
 
-def IntAttr(default: Any = _REQUIRED, minimum: int | None = None) -> Attr:
-    return Attr("int", default, None, minimum)
+def IntAttr(default: Any = _REQUIRED, minimum: int | None = None,
+            maximum: int | None = None) -> Attr:
+    return Attr("int", default, None, minimum, maximum)
 
 
 def BoolAttr(default: Any = _REQUIRED) -> Attr:
@@ -362,9 +388,13 @@ def register_op(name: str, *, inputs: Iterable[str] = (), outputs: Iterable[str]
     attrs = dict(attrs or {})
     if not re.match(r"^_?[A-Z][A-Za-z0-9]*$", name):
         raise ValueError(f"Op type names are CamelCase, got {name!r}")
-    op_def = OpDef(name, [ArgSpec.parse(s, attrs) for s in inputs],
-                   [ArgSpec.parse(s, attrs) for s in outputs], attrs, doc,
-                   tuple(aliases), fresh_outputs, stateful)
+    ins = [ArgSpec.parse(s, attrs) for s in inputs]
+    outs = [ArgSpec.parse(s, attrs) for s in outputs]
+    for spec in ins + outs:  # a list length is an int32 in TensorFlow
+        length = attrs.get(spec.number_attr)
+        if length is not None and (length.maximum is None or length.maximum > INT32_MAX):
+            attrs[spec.number_attr] = replace(length, maximum=INT32_MAX)
+    op_def = OpDef(name, ins, outs, attrs, doc, tuple(aliases), fresh_outputs, stateful)
     with _LOCK:
         if name in _REGISTRY:
             raise ValueError(f"Op type '{name}' is already registered")
