@@ -3,7 +3,8 @@ partial evaluation of constant inputs (TensorFlow's ``InferenceContext`` with
 ``input_tensor`` and ``MakeShapeFromShapeTensor``)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import math
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -18,6 +19,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Largest constant (in elements) that shape inference evaluates at build time.
 MAX_FOLDED_ELEMENTS = 1 << 16
+#: The memory a kernel may ask for while it is evaluated at build time.
+MAX_FOLDED_BYTES = MAX_FOLDED_ELEMENTS * 16
 
 
 class ShapeContext:
@@ -47,6 +50,12 @@ class ShapeContext:
         """The input's value if it is known at build time, else None."""
         g = self._groups[name]
         return [constant_value(o) for o in g] if isinstance(g, list) else constant_value(g)
+
+    def value_bounds(self, name: str):
+        """The input's (smallest, largest) element if known at build time (see
+        ``value_bounds``), else None; a list for a list input."""
+        g = self._groups[name]
+        return [value_bounds(o) for o in g] if isinstance(g, list) else value_bounds(g)
 
     def shape_value(self, name: str) -> TensorShape:
         """The shape that the 1-D integer input ``name`` describes, as far as known."""
@@ -87,14 +96,17 @@ def _compute_constant(output: "Output") -> np.ndarray | None:
         shape = op.inputs[0].shape
         out_type = op.attrs.get("out_type")
         np_type = out_type.as_numpy_dtype if out_type is not None else np.int32
-        if op.type == "Rank":
-            return None if shape.rank is None else np.array(shape.rank, np.int32)
-        if op.type == "Size":
-            n = shape.num_elements()
-            return None if n is None else np.array(n, np_type)
-        return np.array(shape.as_list(), np_type) if shape.is_fully_defined() else None
+        if not shape.is_fully_defined() and (op.type != "Rank" or shape.rank is None):
+            return None
+        dims = shape.as_list()
+        known = {"Rank": len(dims), "Size": math.prod(dims), "Shape": dims}[op.type]
+        if max(np.ravel(known), default=0) > np.iinfo(np_type).max:
+            return None  # the kernel fails when the graph runs, as in TensorFlow
+        return np.array(known, np_type)
     if op.op_def.stateful or op.type in ("Placeholder",):
         return None
+    if not all(_may_fold(o.shape) for o in op.outputs):
+        return None  # decided from the static shapes, before anything is computed
     values = []
     for inp in op.inputs:
         v = constant_value(inp)
@@ -104,7 +116,8 @@ def _compute_constant(output: "Output") -> np.ndarray | None:
     kernel = op.op_def.find_kernel("cpu", dict(op.attrs))
     if kernel is None:
         return None
-    ctx = KernelContext(op.name, op.type, op.attrs)
+    # outputs of unknown shape: kernels that check their allocations stop early
+    ctx = KernelContext(op.name, op.type, op.attrs, memory_limit=MAX_FOLDED_BYTES)
     args, start = [], 0
     for spec, n in zip(op.op_def.inputs, op.arg_lengths):
         args.append(values[start:start + n] if spec.is_list else values[start])
@@ -123,6 +136,48 @@ def _compute_constant(output: "Output") -> np.ndarray | None:
         r.flags.writeable = False
         op._const_cache[out.index] = r
     return op._const_cache.get(output.index)
+
+
+#: The bounds of an empty tensor: min() and max() over several tensors ignore it.
+EMPTY_BOUNDS = (math.inf, -math.inf)
+
+#: op type -> fn(output) giving its (smallest, largest) element without computing it.
+_BOUNDS_RULES: dict[str, Callable[["Output"], "tuple | None"]] = {}
+
+
+def bounds_rule(*op_types: str) -> Callable:
+    """Register ``fn(output) -> (smallest, largest) | EMPTY_BOUNDS | None`` for op types
+    whose outputs may be too large to evaluate at build time but whose bounds are cheap
+    (Range: its first and last element)."""
+    def register(fn: Callable) -> Callable:
+        for op_type in op_types:
+            _BOUNDS_RULES[op_type] = fn
+        return fn
+    return register
+
+
+def value_bounds(output: "Output") -> tuple | None:
+    """The (smallest, largest) element of a real-valued ``output`` when known at build time
+    (EMPTY_BOUNDS for an empty tensor), else None. A small constant gives its own; a large
+    one is never computed: its op's bounds rule answers (TensorFlow's shape functions see
+    such values through constant folding; here they need not exist)."""
+    if not (output.dtype.is_integer or output.dtype.is_floating or output.dtype.is_bool):
+        return None
+    value = constant_value(output)
+    if value is None:
+        rule = _BOUNDS_RULES.get(output.op.type)
+        return None if rule is None else rule(output)
+    if value.size == 0:
+        return EMPTY_BOUNDS
+    low, high = value.min().item(), value.max().item()
+    return None if math.isnan(low) or math.isnan(high) else (low, high)
+
+
+def _may_fold(shape: TensorShape) -> bool:
+    """Whether an output of this static shape may be small enough to evaluate (the known
+    dims alone are at most MAX_FOLDED_ELEMENTS elements)."""
+    return shape.rank is None or math.prod(d for d in shape.dims if d is not None) \
+        <= MAX_FOLDED_ELEMENTS
 
 
 def shape_from_tensor(output: "Output") -> TensorShape:

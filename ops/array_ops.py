@@ -8,7 +8,7 @@ import numpy as np
 from graphflow.dtypes import ALL_TYPES, FLOAT_TYPES, INDEX_TYPES, NUMBER_TYPES, as_dtype, int8, \
     int16, int32, int64, uint16, uint32
 from graphflow.errors import InvalidArgumentError
-from graphflow.inference import constant_value
+from graphflow.inference import EMPTY_BOUNDS, bounds_rule, constant_value, value_bounds
 from graphflow.registry import BoolAttr, IntAttr, IntListAttr, ShapeAttr, TensorAttr, TypeAttr, \
     register_op
 from graphflow.shapes import TensorShape, debug_string
@@ -270,6 +270,26 @@ def _range(ctx, start, limit, delta):
         dtype.as_numpy_dtype)
 
 
+@bounds_rule("Range")
+def _range_bounds(output):
+    """The first and last element, computed as the kernel computes them, from constant
+    start, limit and delta: a shape function learns them without building the range."""
+    values = [constant_value(i) for i in output.op.inputs]
+    if any(v is None or v.ndim != 0 for v in values):
+        return None
+    dtype = output.dtype
+    s, l, d = (v.item() for v in values)
+    try:
+        n = _range_size(s, l, d, dtype.is_integer)
+    except InvalidArgumentError:
+        return None  # the kernel raises it when the graph runs
+    if n == 0:
+        return EMPTY_BOUNDS
+    ends = (s + np.array([0, n - 1], np.float64 if dtype.is_floating else np.int64) * d)
+    first, last = ends.astype(dtype.as_numpy_dtype).tolist()
+    return (min(first, last), max(first, last))
+
+
 # -- Cast --------------------------------------------------------------------------
 Cast = register_op("Cast", inputs=["x: SrcT"], outputs=["y: DstT"],
                    attrs={"SrcT": TypeAttr(), "DstT": TypeAttr(), "Truncate": BoolAttr(False)},
@@ -321,6 +341,15 @@ def _fill(ctx, dims, value):
         raise InvalidArgumentError(f"dims must be non-negative, got {shape}")
     ctx.check_allocation(math.prod(shape), value.dtype)  # exact: an int64 product may wrap
     return ctx.xp.full(shape, value, dtype=value.dtype)
+
+
+@bounds_rule("Fill")
+def _fill_bounds(output):
+    """``value`` when the static shape says the output is not empty."""
+    shape = output.shape
+    if shape.rank is not None and 0 in shape.dims:
+        return EMPTY_BOUNDS
+    return value_bounds(output.op.inputs[1]) if shape.is_fully_defined() else None
 
 
 ZerosLike = register_op("ZerosLike", inputs=["x: T"], outputs=["y: T"], attrs={"T": TypeAttr()},

@@ -174,9 +174,10 @@ ParallelDynamicStitch = register_op(
 @ParallelDynamicStitch.shape_fn
 def _dynamic_stitch_shape(ctx):
     """[max(indices) + 1] + S where data[m].shape = indices[m].shape + S for every m; the
-    first dim is known when every indices input is a constant."""
+    first dim is known when the largest index of every indices input is known at build
+    time (a constant, a Range or Fill of constants, never computed when large)."""
     index_shapes, data_shapes = ctx.shape("indices"), ctx.shape("data")
-    values = ctx.value("indices")
+    bounds = ctx.value_bounds("indices")  # a large index range is never computed
     extra = TensorShape(None)
     for m, (ishape, dshape) in enumerate(zip(index_shapes, data_shapes)):
         if ishape.rank is None:
@@ -186,8 +187,8 @@ def _dynamic_stitch_shape(ctx):
                       f"{ishape}")
         extra = _merge_extra(ctx, extra, _suffix(dshape, ishape.rank), m, dshape, ishape)
     first = None
-    if all(v is not None for v in values):
-        first = max([-1] + [int(v.max()) for v in values if v.size]) + 1
+    if all(b is not None for b in bounds):
+        first = int(max([-1] + [high for _, high in bounds])) + 1
     return TensorShape([first]).concatenate(extra)
 
 
