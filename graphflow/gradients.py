@@ -28,6 +28,7 @@ from .graph import Graph, Operation, Output
 from .indexed_slices import IndexedSlices, concat_slices
 from .registry import NOT_DIFFERENTIABLE
 from .scope import Scope
+from .variables import Variable
 
 #: The dtypes gradients flow through (TensorFlow's ``_IsTrainable``).
 DIFFERENTIABLE_TYPES = (float16, float32, float64, complex64, complex128)
@@ -77,7 +78,12 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, stop_gradients: Any = None,
     Returns a list with one entry per x: an Output, an IndexedSlices or None.
     """
     ys = _tensors(ys, "ys")
-    xs = _tensors(xs, "xs")
+    targets = [_variable_reads(x) if isinstance(x, Variable) else None
+               for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
+    xs = [t for x, reads in zip(xs if isinstance(xs, (list, tuple)) else [xs], targets)
+          for t in (reads if reads is not None else _tensors(x, "xs"))]
+    if not xs and not targets:
+        raise InvalidArgumentError("gradients: xs is empty")
     graph = ys[0].graph
     for what, group in (("ys", ys), ("xs", xs)):
         for t in group:
@@ -131,10 +137,49 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, stop_gradients: Any = None,
         for i in wanted:
             if in_grads[i] is not None:
                 pending[op.inputs[i]].append(in_grads[i])
-    results = []
-    for x in xs:
-        results.append(total(x, root) if is_differentiable(x) else None)
-    return results
+    results = [total(x, root) if is_differentiable(x) else None for x in xs]
+    return _per_x(root, targets, results)
+
+
+# -- variables -------------------------------------------------------------------------------
+def _variable_reads(v: Variable) -> list[Output]:
+    """The Outputs through which a variable's value enters the graph: its dense reads
+    and its sparse reads (ResourceGather)."""
+    return [c.outputs[0] for c in v.handle.consumers()
+            if c.type in ("ReadVariableOp", "ResourceGather")]
+
+
+def _per_x(scope: Scope, targets: list, results: list) -> list:
+    """One gradient per x the user passed: a Variable's is the sum over its reads, an
+    IndexedSlices when every read that got a gradient is a sparse one."""
+    it = iter(results)
+    out = []
+    for reads in targets:
+        if reads is None:
+            out.append(next(it))
+            continue
+        parts = []
+        for read in reads:
+            g = next(it)
+            if g is None:
+                continue
+            if read.op.type == "ResourceGather":
+                g = _gather_slices(scope, read, g)
+            parts.append(g)
+        out.append(_sum_gradients(parts, reads[0], scope) if parts else None)
+    return out
+
+
+def _gather_slices(scope: Scope, read: Output, grad) -> IndexedSlices:
+    """The gradient of rows gathered from a variable, w.r.t. the variable."""
+    if isinstance(grad, IndexedSlices):
+        grad = grad.as_output()
+    handle, indices = read.op.inputs
+    shape = handle.op.attrs["shape"].as_list()
+    s = scope.with_sub_scope(f"{read.op.name}_grad")._replace(_device=read.op.device)
+    values = s.reshape(grad, [-1] + shape[1:], name="Values")
+    flat = s.reshape(indices, [-1], name="Indices")
+    return IndexedSlices(values, flat, s.constant(shape, dtype=indices.dtype, name="DenseShape"))
 
 
 # -- the walk ----------------------------------------------------------------------------

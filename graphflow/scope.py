@@ -89,6 +89,13 @@ class Scope:
             raise InvalidArgumentError(str(e)) from None
         return self.const(array, dtype=as_dtype(array.dtype), name=name)
 
+    def variable(self, initial_value: Any, name: str | None = None,
+                 dtype: DType | str | None = None):
+        """A ``gf.Variable`` starting at ``initial_value`` (copied by its initializer);
+        its value lives in each Session, as a TensorFlow 1.x resource variable's."""
+        from .variables import Variable
+        return Variable.create(self, initial_value, name=name, dtype=dtype)
+
     def _constant_named(self, array: np.ndarray, full_name: str) -> Output:
         scope = Scope(self.graph, _device=self.device)
         return scope.const(array, dtype=as_dtype(array.dtype), name=full_name)

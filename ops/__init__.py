@@ -11,6 +11,7 @@ from __future__ import annotations
 from graphflow.wrappers import OP_CLASSES, OpWrapper
 
 from . import array_ops, math_ops, partition_ops, scatter_ops  # noqa: F401  (registration)
+from . import variable_ops  # noqa: F401  (registration)
 
 
 

@@ -54,7 +54,8 @@ class Plan:
     """A compiled (fetches, feeds) signature."""
 
     def __init__(self, graph: Graph, fetches: Sequence, feeds: Sequence[Output],
-                 devices: Sequence[Device], config, forward_counter: ForwardCounter):
+                 devices: Sequence[Device], config, forward_counter: ForwardCounter,
+                 resources=None):
         self.graph = graph
         self.feeds = list(feeds)
         self.config = config
@@ -82,7 +83,7 @@ class Plan:
         layout = passes.locate(ops, self.placement, self.feeds, fetches, subst, devices)
         live = passes.liveness(layout)
         self.buffers = BufferPool()
-        passes.attach_contexts(layout, live, config, forward_counter, self.buffers)
+        passes.attach_contexts(layout, live, config, forward_counter, self.buffers, resources)
 
         self.steps: list[Step] = layout.steps
         self.num_slots = layout.num_slots

@@ -175,7 +175,8 @@ def liveness(layout: Layout) -> Liveness:
                     forwardable)
 
 
-def attach_contexts(layout: Layout, live: Liveness, config, forward_counter, buffers) -> None:
+def attach_contexts(layout: Layout, live: Liveness, config, forward_counter, buffers,
+                    resources=None) -> None:
     """Give every kernel step its KernelContext (attrs, device, forwarding, buffer pool)."""
     for s, forwardable in zip(layout.steps, live.forwardable):
         if isinstance(s, KernelStep):
@@ -183,7 +184,8 @@ def attach_contexts(layout: Layout, live: Liveness, config, forward_counter, buf
                 s.op.name, s.op.type, s.op.attrs, device=s.device, xp=s.device.xp, config=config,
                 forwardable=forwardable, forward_counter=forward_counter,
                 memory_limit=config.memory_limit_bytes,
-                buffers=buffers if s.device.device_type == "cpu" else None)
+                buffers=buffers if s.device.device_type == "cpu" else None,
+                resources=resources)
 
 
 # -- schedule -------------------------------------------------------------------------

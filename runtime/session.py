@@ -17,6 +17,7 @@ from graphflow.graph import Graph, Operation, Output
 from .device import Device
 from .devices import list_devices
 from .executor import ForwardCounter, Plan
+from .resources import ResourceStore
 from .tracing import RunMetadata, RunOptions
 
 
@@ -216,6 +217,7 @@ class Session:
         self._active_runs = 0
         self._closed = False
         self._pool: ThreadPoolExecutor | None = None
+        self.resources = ResourceStore()  # this Session's variables
 
     # -- plans ------------------------------------------------------------------
     def _plan(self, fetches: Sequence, feeds: Sequence[Output]) -> Plan:
@@ -223,7 +225,7 @@ class Session:
         plan = self._plans.get(key)
         if plan is None:
             plan = Plan(self.graph, fetches, feeds, self.devices, self.config,
-                        self.stats.forwarded_buffers)
+                        self.stats.forwarded_buffers, self.resources)
             with self._lock:
                 plan = self._plans.setdefault(key, plan)
                 self.stats.plans_compiled = len(self._plans)
@@ -314,6 +316,7 @@ class Session:
                 self._idle.wait()
             pool, self._pool = self._pool, None
             self._plans.clear()
+            self.resources.clear()
         if pool is not None:
             pool.shutdown(wait=True)
 

@@ -1,0 +1,261 @@
+"""Variables: TensorFlow 1.x resource variables, whose values live in the Session.
+
+``VarHandleOp`` gives a variable's handle (a string scalar naming it); the other
+ops take the handle as their first input, so a variable's readers and writers
+are ordinary graph edges (pruning, ordering and gradients see them). Values are
+kept in the Session's ``ResourceStore`` (runtime/resources.py), one per Session.
+
+- Reads are snapshots: ``ReadVariableOp`` and ``ResourceGather`` copy what they
+  read, so no fetched value and no buffer a later op writes into is the variable's.
+- Updates are in place and cost what they touch: ``ResourceScatterNd*`` validate
+  every index first (an out-of-range index raises and leaves the variable as it
+  was: stricter than TensorFlow's CPU kernel, which applies the updates before
+  the bad one), then update the stored array with the scatter loops of
+  ``ops/scatter_ops.py``.
+- Every read and update holds the variable's lock, so concurrent runs lose no
+  update and never see a half-applied one.
+
+Every op here is stateful: never constant-folded, never fused, never shared
+between Sessions. Within one run, ops on a variable are ordered only by data
+and control dependencies, as in TensorFlow 1.x.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from graphflow.dtypes import ALL_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, int32, int64
+from graphflow.errors import InvalidArgumentError
+from graphflow.registry import ShapeAttr, StringAttr, TypeAttr, register_op
+from graphflow.shapes import TensorShape, debug_string
+
+from .scatter_ops import (BAD_INDICES_POLICIES, _check_ranks, _check_tensor_scatter_dims,
+                          _scatter, _valid_empty, gather_nd, scatter_shape)
+
+VARIABLE_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
+
+
+# -- the handle -------------------------------------------------------------------------------
+VarHandleOp = register_op(
+    "VarHandleOp", outputs=["resource: string"],
+    attrs={"dtype": TypeAttr(VARIABLE_TYPES), "shape": ShapeAttr(),
+           "shared_name": StringAttr("")},
+    stateful=True,
+    doc="The handle of the variable `shared_name` (default: the node's name), a string "
+        "scalar: the first input of every op that reads or updates it.")
+
+
+@VarHandleOp.shape_fn
+def _handle_shape(ctx):
+    """a scalar."""
+    return TensorShape([])
+
+
+@VarHandleOp.kernel("cpu")
+def _handle(ctx):
+    handle = ctx.cache.get("handle")
+    if handle is None:
+        handle = np.array((ctx.attrs["shared_name"] or ctx.node_name).encode(), dtype=object)
+        handle.flags.writeable = False
+        ctx.cache["handle"] = handle
+    return handle
+
+
+def _variable_of(ctx, handle):
+    if ctx.resources is None:
+        raise InvalidArgumentError(f"{ctx.op_type} needs a Session's variables")
+    name = handle.item()
+    return ctx.resources.variable(name.decode() if isinstance(name, bytes) else str(name))
+
+
+def handle_attrs(output) -> tuple | None:
+    """(dtype, shape, name) of the variable behind a handle Output, when it comes
+    straight from a VarHandleOp (as every handle graphflow builds does)."""
+    op = output.op
+    if op.type != "VarHandleOp":
+        return None
+    return op.attrs["dtype"], op.attrs["shape"], op.attrs["shared_name"] or op.name
+
+
+def _variable_shape(ctx) -> TensorShape:
+    known = handle_attrs(ctx.input("resource"))
+    return known[1] if known is not None else TensorShape(None)
+
+
+def _check_value_type(ctx, name: str) -> None:
+    known = handle_attrs(ctx.input("resource"))
+    if known is not None and ctx.dtype(name) != known[0]:
+        raise ctx.error(f"Trying to write a {ctx.dtype(name).name} value to variable "
+                        f"'{known[2]}' of dtype {known[0].name}")
+
+
+# -- reads ---------------------------------------------------------------------------------------
+ReadVariableOp = register_op(
+    "ReadVariableOp", inputs=["resource: string"], outputs=["value: dtype"],
+    attrs={"dtype": TypeAttr(VARIABLE_TYPES)}, stateful=True,
+    doc="A snapshot (a copy) of the variable's value.")
+
+
+@ReadVariableOp.shape_fn
+def _read_shape(ctx):
+    """the variable's shape."""
+    known = handle_attrs(ctx.input("resource"))
+    if known is not None and known[0] != ctx.attr("dtype"):
+        raise ctx.error(f"Trying to read variable '{known[2]}' of dtype {known[0].name} as "
+                        f"{ctx.attr('dtype').name}")
+    return _variable_shape(ctx)
+
+
+@ReadVariableOp.kernel("cpu")
+def _read(ctx, handle):
+    state = _variable_of(ctx, handle)
+    with state.lock:
+        value = state.initialized_value()
+        out = ctx.empty(value.shape, value.dtype)
+        np.copyto(out, value)
+    return out
+
+
+ResourceGather = register_op(
+    "ResourceGather", inputs=["resource: string", "indices: Tindices"], outputs=["output: dtype"],
+    attrs={"dtype": TypeAttr(VARIABLE_TYPES), "Tindices": TypeAttr((int32, int64))},
+    stateful=True, aliases=("sparse_read",),
+    doc="Rows `indices` (any shape) of the variable along dim 0: a copy of only those rows.")
+
+
+@ResourceGather.shape_fn
+def _gather_shape(ctx):
+    """indices.shape + variable.shape[1:]."""
+    variable = _variable_shape(ctx)
+    if variable.rank is not None and variable.rank < 1:
+        raise ctx.error(f"params must be at least 1 dimensional, got {variable}")
+    if ctx.shape("indices").rank is None or variable.rank is None:
+        return TensorShape(None)
+    return ctx.shape("indices").concatenate(variable[1:])
+
+
+@ResourceGather.kernel("cpu")
+def _gather(ctx, handle, indices):
+    state = _variable_of(ctx, handle)
+    with state.lock:
+        value = state.initialized_value()
+        if value.ndim < 1:
+            raise InvalidArgumentError(f"params must be at least 1 dimensional, got shape "
+                                       f"{debug_string(value.shape)}")
+        return gather_nd(ctx, value, indices[..., None], "")
+
+
+# -- whole-value updates ------------------------------------------------------------------------
+def _assign_op(name: str, doc: str, types):
+    op = register_op(name, inputs=["resource: string", "value: dtype"],
+                     attrs={"dtype": TypeAttr(types)}, stateful=True, doc=doc)
+
+    @op.shape_fn
+    def _shape(ctx):
+        """no outputs; value.shape must equal the variable's."""
+        _check_value_type(ctx, "value")
+        variable, value = _variable_shape(ctx), ctx.shape("value")
+        if not variable.is_compatible_with(value):
+            raise ctx.error(f"Trying to assign to variable with tensor with wrong shape. "
+                            f"Expected {variable} got {value}")
+        return []
+    return op
+
+
+AssignVariableOp = _assign_op("AssignVariableOp", "The variable's value becomes a copy of "
+                              "`value` (the caller's array is never kept).", VARIABLE_TYPES)
+AssignAddVariableOp = _assign_op("AssignAddVariableOp", "variable += value, in place.",
+                                 NUMBER_TYPES)
+AssignSubVariableOp = _assign_op("AssignSubVariableOp", "variable -= value, in place.",
+                                 NUMBER_TYPES)
+
+
+def _check_same_shape(state, value) -> None:
+    if state.value is not None and state.value.shape != value.shape:
+        raise InvalidArgumentError(
+            f"Cannot update variable '{state.name}' with shape "
+            f"{debug_string(state.value.shape)} using a Tensor with shape "
+            f"{debug_string(value.shape)}, shapes must be equal.")
+
+
+@AssignVariableOp.kernel("cpu")
+def _assign(ctx, handle, value):
+    state = _variable_of(ctx, handle)
+    fresh = np.array(value, copy=True, order="C")  # copied before the lock is taken
+    with state.lock:
+        _check_same_shape(state, fresh)
+        state.value = fresh
+
+
+@AssignAddVariableOp.kernel("cpu")
+def _assign_add(ctx, handle, value):
+    state = _variable_of(ctx, handle)
+    with state.lock:
+        current = state.initialized_value()
+        _check_same_shape(state, value)
+        np.add(current, value, out=current)
+
+
+@AssignSubVariableOp.kernel("cpu")
+def _assign_sub(ctx, handle, value):
+    state = _variable_of(ctx, handle)
+    with state.lock:
+        current = state.initialized_value()
+        _check_same_shape(state, value)
+        np.subtract(current, value, out=current)
+
+
+# -- sparse updates -------------------------------------------------------------------------------
+def _resource_scatter_op(name: str, op: str, types, doc: str):
+    definition = register_op(
+        name, inputs=["resource: string", "indices: Tindices", "updates: dtype"],
+        attrs={"dtype": TypeAttr(types), "Tindices": TypeAttr((int32, int64)),
+               "bad_indices_policy": StringAttr("", BAD_INDICES_POLICIES)},
+        stateful=True, doc=doc + " In place: costs the rows it touches, not the table.")
+
+    @definition.shape_fn
+    def _shape(ctx):
+        """no outputs; updates.shape == indices.shape[:-1] + variable.shape[indices.shape[-1]:] where known."""
+        _check_value_type(ctx, "updates")
+        variable = _variable_shape(ctx)
+        if variable.rank is not None and variable.rank < 1:
+            raise ctx.error(f"Cannot scatter into the scalar variable of shape {variable}")
+        scatter_shape(ctx, ctx.shape("indices"), ctx.shape("updates"), variable, "ref")
+        return []
+
+    @definition.kernel("cpu")
+    def _kernel(ctx, handle, indices, updates):
+        state = _variable_of(ctx, handle)
+        with state.lock:
+            value = state.initialized_value()
+
+            def check_shapes() -> None:
+                _check_ranks(indices, updates)
+                if not _valid_empty(value.size, indices.size, updates.size):
+                    raise InvalidArgumentError(
+                        "Indices and updates specified for empty output shape")
+                _check_tensor_scatter_dims(indices, updates, value.shape)
+            # every index is validated before make_output hands out the stored array
+            _scatter(ctx, value.shape, indices, updates, op, lambda: value, False, check_shapes)
+    return definition
+
+
+ResourceScatterNdUpdate = _resource_scatter_op(
+    "ResourceScatterNdUpdate", "update", VARIABLE_TYPES,
+    "variable[indices[i, ..., :]] = updates[i, ...]; the last duplicate wins.")
+ResourceScatterNdAdd = _resource_scatter_op(
+    "ResourceScatterNdAdd", "add", NUMBER_TYPES,
+    "variable[indices[i, ..., :]] += updates[i, ...]; duplicates accumulate in index order.")
+ResourceScatterNdSub = _resource_scatter_op(
+    "ResourceScatterNdSub", "sub", NUMBER_TYPES,
+    "variable[indices[i, ..., :]] -= updates[i, ...]; duplicates accumulate in index order.")
+ResourceScatterNdMin = _resource_scatter_op(
+    "ResourceScatterNdMin", "min", REAL_NUMBER_TYPES,
+    "variable[indices[i, ..., :]] = min(itself, updates[i, ...]).")
+ResourceScatterNdMax = _resource_scatter_op(
+    "ResourceScatterNdMax", "max", REAL_NUMBER_TYPES,
+    "variable[indices[i, ..., :]] = max(itself, updates[i, ...]).")
+
+for _op in (VarHandleOp, ReadVariableOp, ResourceGather, AssignVariableOp, AssignAddVariableOp,
+            AssignSubVariableOp, ResourceScatterNdUpdate, ResourceScatterNdAdd,
+            ResourceScatterNdSub, ResourceScatterNdMin, ResourceScatterNdMax):
+    _op.not_differentiable()  # gradients w.r.t. variables: graphflow/gradients.py
