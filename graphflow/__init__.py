@@ -28,6 +28,7 @@ from .indexed_slices import IndexedSlices, convert_to_tensor  # noqa: E402
 from .gradients import GradContext, gradients  # noqa: E402
 from .gradient_check import GradientCheck, gradient_check  # noqa: E402
 from .variables import Variable, global_variables, global_variables_initializer  # noqa: E402
+from . import train  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -38,7 +39,7 @@ __all__ = [
     "TensorAttr", "IntListAttr", "OpDef", "register_op", "op_def", "registered_ops",
     "as_dtype", "errors", "list_devices", "ops",
     "gradients", "GradContext", "IndexedSlices", "convert_to_tensor", "gradient_check",
-    "GradientCheck", "Variable", "global_variables", "global_variables_initializer",
+    "GradientCheck", "Variable", "global_variables", "global_variables_initializer", "train",
     "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
     "uint32", "uint64", "bool", "complex64", "complex128", "string",
 ]

@@ -1,0 +1,119 @@
+"""Training: optimizers that update variables in place (``gf.train``).
+
+``minimize(loss)`` = ``compute_gradients`` + ``apply_gradients``, as TensorFlow
+1.x's. A gradient that is an IndexedSlices (the gradient of a sparse read or of
+a depth-1 gather) is applied as a sparse in-place update of only the touched
+rows (duplicate indices accumulate); a dense gradient updates the whole value.
+
+Every update of a step runs after every gradient of that step is computed (the
+updates wait on the gradients through control dependencies), so all gradients
+of a step see the values from before the step.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .errors import InvalidArgumentError
+from .graph import Operation, Output
+from .gradients import gradients, is_differentiable
+from .indexed_slices import IndexedSlices
+from .scope import Scope
+from .variables import Variable, global_variables
+
+
+class Optimizer:
+    """The TF 1.x optimizer protocol; subclasses say how one variable is updated."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def compute_gradients(self, loss: Any, var_list: Sequence[Variable] | None = None,
+                          grad_loss: Any = None) -> list:
+        """``[(gradient, variable), ...]``: the gradient of ``loss`` w.r.t. each variable
+        (None where ``loss`` does not depend on it)."""
+        loss_out = _as_loss(loss)
+        variables = list(var_list) if var_list is not None else global_variables(loss_out.graph)
+        if not variables:
+            raise InvalidArgumentError("No variables to optimize.")
+        for v in variables:
+            if not isinstance(v, Variable):
+                raise TypeError(f"var_list holds {v!r}, which is not a gf.Variable")
+            if v.graph is not loss_out.graph:
+                raise InvalidArgumentError(f"Variable '{v.name}' is from another graph than "
+                                           f"the loss '{loss_out.name}'")
+        trainable = [v for v in variables if is_differentiable(v.read())]
+        grads = gradients(loss_out, trainable, grad_ys=grad_loss) if trainable else []
+        by_var = dict(zip((v.name for v in trainable), grads))
+        return [(by_var.get(v.name), v) for v in variables]
+
+    def apply_gradients(self, grads_and_vars: Sequence, name: str | None = None) -> Operation:
+        """One op that applies every (gradient, variable) pair, after all gradients."""
+        pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+        if not pairs:
+            names = [v.name for _, v in grads_and_vars]
+            raise InvalidArgumentError(f"No gradients provided for any variable: {names}")
+        graph = pairs[0][1].graph
+        computed = _gradient_ops(pairs)
+        scope = Scope(graph).with_sub_scope(name or self.name).with_control_dependencies(
+            computed)
+        updates = []
+        for g, v in pairs:
+            s = scope.with_sub_scope(f"update_{v.name.replace('/', '_')}")._replace(
+                _device=v.device)
+            if isinstance(g, IndexedSlices):
+                updates.append(self._apply_sparse(s, g, v))
+            else:
+                updates.append(self._apply_dense(s, g, v))
+        return Scope(graph).with_control_dependencies(updates).no_op(name=name or self.name)
+
+    def minimize(self, loss: Any, var_list: Sequence[Variable] | None = None,
+                 name: str | None = None) -> Operation:
+        """compute_gradients then apply_gradients: the training step's op."""
+        return self.apply_gradients(self.compute_gradients(loss, var_list), name=name)
+
+    def _apply_dense(self, scope: Scope, grad: Output, var: Variable) -> Operation:
+        raise NotImplementedError
+
+    def _apply_sparse(self, scope: Scope, grad: IndexedSlices, var: Variable) -> Operation:
+        raise NotImplementedError
+
+
+class GradientDescentOptimizer(Optimizer):
+    """var -= learning_rate * gradient; sparse gradients touch only their rows."""
+
+    def __init__(self, learning_rate: float, name: str = "GradientDescent"):
+        super().__init__(name)
+        if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)):
+            raise TypeError(f"learning_rate must be a number, got {learning_rate!r}")
+        self.learning_rate = float(learning_rate)
+
+    def _rate(self, scope: Scope, var: Variable) -> Output:
+        return scope.constant(self.learning_rate, dtype=var.dtype, name="learning_rate")
+
+    def _apply_dense(self, scope, grad, var):
+        step = scope.mul(self._rate(scope, var), grad)
+        return scope.assign_sub_variable_op(var.handle, step, name="ApplyDense")
+
+    def _apply_sparse(self, scope, grad, var):
+        step = scope.mul(self._rate(scope, var), grad.values)
+        rows = scope.expand_dims(grad.indices, -1)
+        return scope.resource_scatter_nd_sub(var.handle, rows, step, name="ApplySparse")
+
+
+def _as_loss(loss: Any) -> Output:
+    from .builder import as_operand
+    out = as_operand(loss)
+    if out is None:
+        raise TypeError(f"loss {loss!r} is not a graphflow Output")
+    return out
+
+
+def _gradient_ops(pairs: Sequence) -> list[Operation]:
+    ops = []
+    for g, _ in pairs:
+        parts = (g.values, g.indices, g.dense_shape) if isinstance(g, IndexedSlices) else (g,)
+        ops.extend(p.op for p in parts)
+    return ops
+
+
+__all__ = ["Optimizer", "GradientDescentOptimizer"]
