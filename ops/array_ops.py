@@ -625,3 +625,13 @@ def _fill_grad(g, grad):
 
 for _op in (Const, Placeholder, NoOp, Shape, Size, Rank, Range, ZerosLike, OnesLike):
     _op.not_differentiable()
+
+
+# -- StopGradient ----------------------------------------------------------------------
+StopGradient = register_op(
+    "StopGradient", inputs=["input: T"], outputs=["output: T"], attrs={"T": TypeAttr()},
+    fresh_outputs=False, doc="The input, unchanged (no copy); no gradient flows through it.")
+StopGradient.shape_fn(_identity_shape)
+StopGradient.kernel("cpu")(_identity)
+StopGradient.kernel("gpu", T=NON_STRING_TYPES)(_identity)
+StopGradient.not_differentiable()

@@ -283,3 +283,31 @@ def _select_grad(g, grad):
 
 for _op in (Equal, NotEqual, Less, Greater, LogicalAnd, LogicalOr, LogicalNot):
     _op.not_differentiable()
+
+
+# -- Conj ------------------------------------------------------------------------------
+Conj = register_op(
+    "Conj", inputs=["input: T"], outputs=["output: T"], attrs={"T": TypeAttr(NUMBER_TYPES)},
+    fresh_outputs=False,
+    doc="The complex conjugate of `input`; a real input unchanged, without a copy. "
+        "TensorFlow's op takes complex types only and tf.math.conj passes real ones through; "
+        "this op takes every number type, so that gradient rules may call it on any.")
+
+
+@Conj.shape_fn
+def _conj_shape(ctx):
+    """same as `input`."""
+    return ctx.shape("input")
+
+
+@Conj.kernel("cpu")
+@Conj.kernel("gpu")
+def _conj(ctx, x):
+    if x.dtype.kind != "c":
+        return x  # the op declares that its output may alias its input
+    return ctx.xp.conjugate(x, out=ctx.empty(x.shape, x.dtype))
+
+
+@Conj.gradient
+def _conj_grad(g, grad):
+    return [conj(g.scope, grad)]
