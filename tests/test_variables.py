@@ -1,0 +1,239 @@
+"""Variables: TF 1.x resource semantics, in-place sparse updates, concurrency, and
+training an embedding table with gf.train."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import graphflow as gf
+
+NUMBER = [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8,
+          np.uint16, np.uint32, np.uint64, np.complex64, np.complex128]
+REAL = [t for t in NUMBER if np.dtype(t).kind != "c"]
+RNG = np.random.default_rng(11)
+
+
+def table_values(shape, dtype):
+    a = RNG.integers(0, 20, size=shape)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * RNG.integers(0, 20, size=shape)
+    return a.astype(dtype)
+
+
+def reference(op, value, indices, updates):
+    """The update on a plain numpy copy, in index order."""
+    out = value.copy()
+    idx = tuple(np.moveaxis(indices, -1, 0))
+    if op == "update":
+        for i in np.ndindex(indices.shape[:-1]):
+            out[tuple(indices[i])] = updates[i]
+    else:
+        ufunc = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum}[op]
+        ufunc.at(out, idx, updates)
+    return out
+
+
+def session_with(graph):
+    sess = gf.Session(graph)
+    sess.run(gf.global_variables_initializer(graph))
+    return sess
+
+
+@pytest.mark.parametrize("op,dtypes", [("update", NUMBER + [np.bool_]), ("add", NUMBER),
+                                       ("sub", NUMBER), ("min", REAL), ("max", REAL)])
+@pytest.mark.parametrize("depth", [1, 2])
+def test_scatter_updates_match_numpy_with_duplicates(op, dtypes, depth):
+    for dtype in dtypes:
+        scope = gf.Scope(gf.Graph())
+        init = table_values([6, 3], dtype) if dtype != np.bool_ else RNG.random((6, 3)) > .5
+        v = scope.variable(init, name="v")
+        if depth == 1:
+            indices = np.array([[1], [4], [1], [0]], np.int64)
+            updates = table_values([4, 3], dtype) if dtype != np.bool_ else RNG.random((4, 3)) > .5
+        else:
+            indices = np.array([[1, 2], [5, 0], [1, 2]], np.int32)
+            updates = table_values([3], dtype) if dtype != np.bool_ else RNG.random(3) > .5
+        after = getattr(v, f"scatter_nd_{op}")(indices, updates)
+        with session_with(scope.graph) as sess:
+            got = sess.run(after)
+            np.testing.assert_array_equal(got, reference(op, init, indices, updates),
+                                          err_msg=str(dtype))
+            assert got.dtype == init.dtype
+            np.testing.assert_array_equal(sess.run(v), got)
+
+
+def test_assign_assign_add_assign_sub(scope):
+    v = scope.variable(np.arange(4, dtype=np.int64))
+    with session_with(scope.graph) as sess:
+        np.testing.assert_array_equal(sess.run(v.assign_add([1, 1, 1, 1])), [1, 2, 3, 4])
+        np.testing.assert_array_equal(sess.run(v.assign_sub([1, 0, 0, 0])), [0, 2, 3, 4])
+        np.testing.assert_array_equal(sess.run(v.assign([9, 9, 9, 9])), [9] * 4)
+
+
+def test_an_out_of_range_index_leaves_the_variable_unchanged(scope):
+    init = np.arange(12.0).reshape(4, 3)
+    v = scope.variable(init, name="table")
+    bad = v.scatter_nd_add([[0], [2], [7]], np.ones((3, 3)), read_value=False)
+    ignored = v.scatter_nd_add([[0], [7]], np.ones((2, 3)), bad_indices_policy="IGNORE")
+    with session_with(scope.graph) as sess:
+        with pytest.raises(gf.errors.InvalidArgumentError, match=r"indices\[2\] = \[7\].*table"):
+            sess.run(bad)
+        np.testing.assert_array_equal(sess.run(v), init)
+        expected = init.copy()
+        expected[0] += 1
+        np.testing.assert_array_equal(sess.run(ignored), expected)
+
+
+def test_a_failing_run_applies_its_successful_ops_whole(scope):
+    a = scope.variable(np.zeros(3), name="a")
+    b = scope.variable(np.zeros(3), name="b")
+    ok = a.scatter_nd_add([[0], [1]], [1.0, 1.0], read_value=False)
+    failing = scope.with_control_dependencies([ok]).resource_scatter_nd_add(
+        b.handle, [[1], [5]], np.ones(2))
+    with session_with(scope.graph) as sess:
+        with pytest.raises(gf.errors.InvalidArgumentError):
+            sess.run(failing)
+        np.testing.assert_array_equal(sess.run(a), [1, 1, 0])
+        np.testing.assert_array_equal(sess.run(b), [0, 0, 0])
+        sess.run(ok)  # the session stays usable
+        np.testing.assert_array_equal(sess.run(a), [2, 2, 0])
+
+
+def test_uninitialized_reads_and_updates_name_the_variable(scope):
+    v = scope.variable([1.0, 2.0], name="weights")
+    with gf.Session(scope.graph) as sess:
+        for fetch in (v, v.scatter_nd_add([[0]], [1.0]), v.sparse_read([0]), v.assign_add([1, 1])):
+            with pytest.raises(gf.errors.FailedPreconditionError, match="'weights'"):
+                sess.run(fetch)
+
+
+def test_initializer_copies_and_resets(scope):
+    init = np.ones(3, np.float32)
+    v = scope.variable(init)
+    bump = v.assign_add(np.ones(3, np.float32))
+    with gf.Session(scope.graph) as sess:
+        sess.run(v.initializer)
+        sess.run(bump)
+        sess.run(bump)
+        np.testing.assert_array_equal(sess.run(v), [3, 3, 3])
+        sess.run(v.initializer)
+        np.testing.assert_array_equal(sess.run(v), [1, 1, 1])
+    np.testing.assert_array_equal(init, [1, 1, 1])
+
+
+def test_reads_are_snapshots(scope):
+    v = scope.variable(np.zeros(4))
+    bump = v.scatter_nd_add([[1]], [5.0], read_value=False)
+    overwritten = scope.tensor_scatter_update(v.read(), [[0]], [7.0])
+    with session_with(scope.graph) as sess:
+        before = sess.run(v)
+        sess.run(bump)
+        np.testing.assert_array_equal(before, 0)
+        np.testing.assert_array_equal(sess.run(overwritten), [7, 5, 0, 0])
+        np.testing.assert_array_equal(sess.run(v), [0, 5, 0, 0])
+
+
+def test_sessions_are_independent(scope):
+    v = scope.variable(np.zeros(2))
+    bump = v.assign_add([1.0, 1.0])
+    with session_with(scope.graph) as s1, session_with(scope.graph) as s2:
+        s1.run(bump)
+        s1.run(bump)
+        np.testing.assert_array_equal(s1.run(v), [2, 2])
+        np.testing.assert_array_equal(s2.run(v), [0, 0])
+
+
+def test_stateful_ops_are_never_folded_or_pruned(scope):
+    v = scope.variable(np.zeros(2))
+    bump = v.assign_add(scope.constant([1.0, 1.0], dtype=gf.float64), read_value=False)
+    with session_with(scope.graph) as sess:
+        for _ in range(3):
+            assert sess.run(bump) is None
+        np.testing.assert_array_equal(sess.run(v), [3, 3])
+
+
+def test_many_threads_lose_no_update(scope):
+    v = scope.variable(np.zeros(4, np.int64))
+    bump = v.scatter_nd_add([[0], [2], [2]], np.ones(3, np.int64), read_value=False)
+    with session_with(scope.graph) as sess:
+        def work():
+            for _ in range(200):
+                sess.run(bump)
+        threads = [threading.Thread(target=work) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        np.testing.assert_array_equal(sess.run(v), [1600, 0, 3200, 0])
+
+
+def test_build_time_errors_name_the_variable(scope):
+    v = scope.variable(np.zeros((3, 2), np.float32), name="emb")
+    with pytest.raises(gf.errors.OpError, match="float64.*'emb'.*float32"):
+        v.scatter_nd_add([[0]], scope.constant([[1.0, 2.0]], dtype=gf.float64))
+    with pytest.raises(gf.errors.OpError, match="wrong shape"):
+        v.assign(np.zeros((2, 2), np.float32))
+    with pytest.raises(gf.errors.OpError):
+        v.scatter_nd_update([[0]], np.zeros((1, 3), np.float32))
+
+
+def test_variables_are_operands_and_survive_save_and_load(scope, tmp_path):
+    v = scope.variable(np.arange(3.0), name="w")
+    y = scope.mul(v, v)
+    path = tmp_path / "g.json"
+    scope.graph.save(path)
+    loaded = gf.load_graph(path)
+    (w,) = gf.global_variables(loaded)
+    assert (w.name, w.shape.as_list(), w.dtype) == ("w", [3], gf.float64)
+    with session_with(scope.graph) as a, session_with(loaded) as b:
+        np.testing.assert_array_equal(a.run(y), b.run(y.name))
+
+
+# -- training ---------------------------------------------------------------------------------
+def test_sparse_gradient_of_a_sparse_read_is_indexed_slices(scope):
+    v = scope.variable(np.arange(8.0).reshape(4, 2), name="t")
+    rows = v.sparse_read([[3, 1], [3, 3]])
+    (g,) = gf.gradients(scope.mul(rows, rows), [v])
+    assert isinstance(g, gf.IndexedSlices)
+    with session_with(scope.graph) as sess:
+        dense = sess.run(gf.convert_to_tensor(g))
+    table = np.arange(8.0).reshape(4, 2)
+    expected = np.zeros_like(table)
+    np.add.at(expected, [3, 1, 3, 3], 2 * table[[3, 1, 3, 3]])
+    np.testing.assert_array_equal(dense, expected)
+
+
+def test_gradient_descent_touches_only_gathered_rows_and_converges(scope):
+    rng = np.random.default_rng(3)
+    init = rng.normal(size=(40, 4))
+    table = scope.variable(init, name="embedding")
+    bias = scope.variable(np.zeros(4), name="bias")
+    ids = scope.placeholder(gf.int32, shape=[None])
+    target = scope.placeholder(gf.float64, shape=[None, 4])
+    diff = scope.sub(scope.add(table.sparse_read(ids), bias), target)
+    loss = scope.mul(diff, diff)
+    grads = gf.train.GradientDescentOptimizer(0.1).compute_gradients(loss)
+    assert isinstance(grads[0][0], gf.IndexedSlices) and isinstance(grads[1][0], gf.Output)
+    train = gf.train.GradientDescentOptimizer(0.1).minimize(loss)
+    feed = {ids: np.array([1, 5, 5, 9]), target: np.ones((4, 4))}
+    with session_with(scope.graph) as sess:
+        first = sess.run(loss, feed).sum()
+        for _ in range(40):
+            sess.run(train, feed)
+        last = sess.run(loss, feed).sum()
+        after = sess.run(table)
+    assert last < first / 10
+    untouched = np.setdiff1d(np.arange(40), [1, 5, 9])
+    np.testing.assert_array_equal(after[untouched], init[untouched])
+
+
+def test_all_gradients_of_a_step_see_the_values_before_it(scope):
+    """y = a * b: both updates must use the old a and b (not one already updated)."""
+    a = scope.variable(np.array([2.0]), name="a")
+    b = scope.variable(np.array([3.0]), name="b")
+    train = gf.train.GradientDescentOptimizer(1.0).minimize(scope.mul(a, b))
+    with session_with(scope.graph) as sess:
+        sess.run(train)
+        np.testing.assert_array_equal(sess.run([a, b]), [[2.0 - 3.0], [3.0 - 2.0]])
