@@ -10,14 +10,19 @@ output, and how slices are read.
   one device-to-host transfer of a single flag per node and reports the first
   bad tuple.
 * ``scatter`` applies ``[n, slice_size]`` updates with one CUDA thread per
-  updated element: an atomic add/min/max (or a plain store for "update") where
-  the dtype has an atomic, else, and always under
+  updated element: an atomic add/min/max where the dtype has an atomic, else, and
+  always under
   ``SessionConfig(deterministic=True)``, a stable sort of the offsets and a
   segmented reduce with one thread per (target slice, element) that combines
   the updates in index order, starting from the value already there. That is
   exactly what the CPU computes (sums in index order, last update wins, NaN
   rules of Eigen's min/max), so a deterministic GPU run equals the CPU bit for
-  bit, but for NaN payloads (a GPU makes its own NaNs).
+  bit, but for NaN payloads (a GPU makes its own NaNs). "update" is never left
+  to racing stores, whose winner nobody knows (and a gradient must know it): by
+  default one thread per update takes its slot with an atomic max of its position
+  (``last_writers``), then only the winner's threads store, so the last update in
+  index order wins, as on the CPU and in the sorted path, at the cost of one int64
+  per slice and no sort.
 * ``gather`` reads slices, giving zeros for a skipped tuple.
 
 Each primitive also accepts numpy arrays (a device whose ``xp`` is numpy, as
@@ -44,9 +49,6 @@ ATOMIC_ADD_TYPES = frozenset(np.dtype(t) for t in
 #: dtypes with an atomic min/max (floats through a compare-and-swap loop below).
 ATOMIC_MINMAX_TYPES = frozenset(np.dtype(t) for t in
                                 ("float32", "float64", "int32", "uint32", "int64", "uint64"))
-#: dtypes a plain store writes whole (no torn values when two updates race).
-ATOMIC_STORE_MAX_ITEMSIZE = 8
-
 
 def on_host(xp) -> bool:
     return xp is np
@@ -108,13 +110,16 @@ def scatter(xp, out, offsets, rows, op: str, deterministic: bool) -> None:
         flat, values, slice_size = flat.view(real), values.view(real), 2 * slice_size
     if deterministic or not _has_atomic(op, flat.dtype):
         _segmented(xp, flat, offsets, values, slice_size, op)
+    elif op == "update":
+        last = last_writers_table(xp, offsets, len(flat) // slice_size)
+        _store_winners_kernel(xp)(offsets, last, values, slice_size, flat)
     else:
         _atomic_kernel(xp, op)(offsets, values, slice_size, flat)
 
 
 def _has_atomic(op: str, dtype: np.dtype) -> bool:
-    if op == "update":
-        return dtype.kind != "c" and dtype.itemsize <= ATOMIC_STORE_MAX_ITEMSIZE
+    if op == "update":  # the winner alone stores: any dtype
+        return True
     if op == "add":
         return dtype in ATOMIC_ADD_TYPES
     return dtype in ATOMIC_MINMAX_TYPES
@@ -132,6 +137,29 @@ def _segmented(xp, flat, offsets, values, slice_size: int, op: str) -> None:
     runs = len(starts) - 1
     _segmented_kernel(xp, op)(order, ordered, starts, values, slice_size, flat,
                           size=runs * slice_size)
+
+
+# -- the last writer of each slot ---------------------------------------------------------------
+def last_writers_table(xp, offsets, num_slices: int):
+    """For each of ``num_slices`` slots, the largest position i with ``offsets[i]`` equal
+    to it (-1 where none): the update that an in-order "update" scatter leaves there.
+    One thread per update, an atomic max each."""
+    last = xp.full(num_slices, -1, np.int64)
+    if len(offsets):
+        _last_writer_kernel(xp)(offsets, last, size=len(offsets))
+    return last
+
+
+def last_writers(xp, offsets, num_slices: int):
+    """Whether each of the int64 ``offsets`` (``-1``: skipped) is its slot's last writer
+    in index order: :func:`ops.scatter_loops.last_writers` on the device."""
+    if on_host(xp):
+        from .scatter_loops import last_writers as on_cpu
+        return on_cpu(offsets, num_slices)
+    last = last_writers_table(xp, offsets, num_slices)
+    hit = offsets >= 0
+    return hit & (last[xp.where(hit, offsets, 0)] == xp.arange(len(offsets), dtype=np.int64)) \
+        if num_slices else xp.zeros(len(offsets), bool)
 
 
 # -- gather -------------------------------------------------------------------------------------
@@ -197,7 +225,6 @@ template <typename T> __device__ void gf_atomic_max(T* address, T value) {
 
 #: op -> the statement that applies ``value`` to ``out[target]`` (one thread per element)
 _ATOMIC_STATEMENTS = {
-    "update": "out[target] = value;",
     "add": "atomicAdd(&out[target], value);",
     "min": "gf_atomic_min(&out[target], value);",
     "max": "gf_atomic_max(&out[target], value);",
@@ -224,6 +251,31 @@ def _atomic_kernel(xp, op: str):
         }
         """.replace("APPLY", _ATOMIC_STATEMENTS[op]),
         f"graphflow_scatter_atomic_{op}", preamble=_ATOMIC_PREAMBLE)
+
+
+@functools.cache
+def _last_writer_kernel(xp):
+    """last[offsets[i]] = max(last[offsets[i]], i): T is int64 (the positions)."""
+    return xp.ElementwiseKernel(
+        "raw int64 offsets", "raw T last",
+        """
+        const long long slice = offsets[i];
+        if (slice >= 0) atomicMax(&last[slice], (T)i);
+        """,
+        "graphflow_last_writer")
+
+
+@functools.cache
+def _store_winners_kernel(xp):
+    """One thread per updated element; only the slot's last writer stores."""
+    return xp.ElementwiseKernel(
+        "raw int64 offsets, raw int64 last, T value, int64 slice_size", "raw T out",
+        """
+        const long long row = i / slice_size;
+        const long long slice = offsets[row];
+        if (slice >= 0 && last[slice] == row) out[slice * slice_size + i % slice_size] = value;
+        """,
+        "graphflow_store_winners")
 
 
 @functools.cache
@@ -259,4 +311,5 @@ def _gather_kernel(xp):
         "graphflow_gather")
 
 
-__all__ = ["locate", "scatter", "gather", "stable_argsort", "to_host", "on_host"]
+__all__ = ["locate", "scatter", "gather", "last_writers", "last_writers_table",
+           "stable_argsort", "to_host", "on_host"]

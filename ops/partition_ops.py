@@ -230,8 +230,9 @@ def _dynamic_stitch(ctx, indices, data):
 @ParallelDynamicStitch.kernel("gpu", T=GPU_TYPES)
 def _dynamic_stitch_gpu(ctx, indices, data):
     """One transfer of (min, max) of all indices sizes and validates the output; then
-    one scatter. DynamicStitch's later-wins order is kept by the deterministic
-    scatter; ParallelDynamicStitch uses plain stores unless deterministic=True."""
+    one scatter, where the later of duplicates wins: DynamicStitch by the sorted path,
+    ParallelDynamicStitch (unless deterministic=True) by the last-writer stores
+    (gpu_index.scatter), so its gradient knows which value won."""
     xp = ctx.xp
     extra = _check_stitch_shapes(indices, data)
     flat = xp.concatenate([i.reshape(-1) for i in indices])
@@ -280,3 +281,66 @@ def _negative_index_error(indices: list, flat: np.ndarray) -> InvalidArgumentErr
     return InvalidArgumentError(
         f"indices[{pos}] is out of range (indices input {m} holds {int(flat[j])} at flat "
         f"position {pos})")
+
+
+# -- gradients -------------------------------------------------------------------------------
+@DynamicPartition.gradient
+def _dynamic_partition_grad(g, *grads):
+    """Each row's gradient comes back from where it went: the positions 0..n-1 are
+    partitioned as the data was, and stitch the outputs' gradients back into place."""
+    s = g.scope
+    data, partitions = g.op.inputs
+    positions = s.reshape(s.range(0, s.size(partitions), 1), s.shape(partitions))
+    rows = s.dynamic_partition(positions, partitions, num_partitions=g.attr("num_partitions"))
+    merged = s.dynamic_stitch(list(rows), list(grads))
+    return [s.reshape(merged, s.shape(data)), None]
+
+
+def _stitch_grad(g, grad):
+    """data[m][j] gets grad[indices[m][j]] if it is the value the forward kept there (the
+    later of duplicates, on every device), else zero: TensorFlow gives every duplicate
+    the gradient."""
+    s = g.scope
+    n = g.attr("N")
+    winners = s.create_op(StitchWinners, list(g.op.inputs[:n]))
+    return [None] * n + [s.gather_nd(grad, s.expand_dims(w, -1), bad_indices_policy="IGNORE")
+                         for w in winners]
+
+
+DynamicStitch.gradient(_stitch_grad)
+ParallelDynamicStitch.gradient(_stitch_grad)
+
+StitchWinners = register_op(
+    "_StitchWinners",
+    inputs=["indices: N * int32"], outputs=["winners: N * int32"],
+    attrs={"N": IntAttr(minimum=1)},
+    doc="indices[m][j] where (m, j) is the last of the positions naming its row, in the "
+        "order the stitches apply them (the value they keep), and -1 elsewhere.")
+
+
+@StitchWinners.shape_fn
+def _stitch_winners_shape(ctx):
+    """same as `indices`."""
+    return list(ctx.shape("indices"))
+
+
+@StitchWinners.kernel("cpu")
+@StitchWinners.kernel("gpu")
+def _stitch_winners(ctx, indices):
+    """The stitches' index check (one transfer of (min, max) on a GPU), then the last
+    writers of the rows (gpu_index.last_writers)."""
+    xp = ctx.xp
+    flat = xp.concatenate([i.reshape(-1) for i in indices]).astype(np.int64)
+    rows = 0
+    if flat.size:
+        low, high = (int(v) for v in gpu_index.to_host(xp.stack([flat.min(), flat.max()])))
+        if low < 0:
+            raise _negative_index_error(indices, flat)
+        rows = high + 1
+    kept = xp.where(gpu_index.last_writers(xp, flat, rows), flat, -1).astype(np.int32)
+    ends = np.cumsum([i.size for i in indices]).tolist()
+    return [kept[start:end].reshape(i.shape)
+            for start, end, i in zip([0] + ends[:-1], ends, indices)]
+
+
+StitchWinners.not_differentiable()

@@ -120,6 +120,20 @@ def _linear_offsets(tuples, dims, offsets):
     return last_bad
 
 
+@kernel
+def _mark_last_writers(offsets, taken, winners):
+    """winners[i] = whether update i is the one the in-order loop leaves in its slot: its
+    offset is valid (>= 0) and no later update has it. ``taken`` (one flag per slot,
+    all False) is the scratch of a walk from the last update back."""
+    n = offsets.shape[0]
+    for k in range(n):
+        i = n - 1 - k
+        o = offsets[i]
+        winners[i] = o >= 0 and not taken[o]
+        if o >= 0:
+            taken[o] = True
+
+
 # -- calling them ------------------------------------------------------------------------------
 def _read_only(a: np.ndarray) -> np.ndarray:
     """A read-only view: numba types read-only arrays apart from writeable ones, so inputs
@@ -196,3 +210,14 @@ def gather(out2d: np.ndarray, source: np.ndarray, offsets: np.ndarray,
     out_words, source = _words(out2d), _read_only(_words(source))
     run_in_chunks(lambda lo, hi: _gather_rows(out_words, source, offsets, lo, hi),
                   len(offsets), out2d.size)
+
+
+def last_writers(offsets: np.ndarray, num_slices: int) -> np.ndarray:
+    """For each of the int64 ``offsets`` (in ``[0, num_slices)``, or -1 for a skipped
+    update), whether it is the last of its slot's writers in index order: the update
+    whose value an in-order "update" scatter (:func:`scatter`) leaves there. A bool
+    array of ``len(offsets)``."""
+    winners = np.empty(len(offsets), np.bool_)
+    _mark_last_writers(_read_only(np.ascontiguousarray(offsets, dtype=np.int64)),
+                       np.zeros(num_slices, np.bool_), winners)
+    return winners

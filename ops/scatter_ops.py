@@ -33,9 +33,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from graphflow.dtypes import ALL_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, int16, int32, int64, \
-    uint16
+from graphflow.dtypes import ALL_TYPES, FLOAT_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, int16, \
+    int32, int64, uint16
 from graphflow.errors import InvalidArgumentError
+from graphflow.indexed_slices import IndexedSlices
 from graphflow.registry import IntAttr, StringAttr, TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
 
@@ -626,11 +627,11 @@ def gather_nd(ctx, params: np.ndarray, indices: np.ndarray, policy: str,
     return out
 
 
-def _batch_index_tuples(xp, params: np.ndarray, indices: np.ndarray,
+def _batch_index_tuples(xp, batch_shape: tuple, indices: np.ndarray,
                         batch_dims: int) -> np.ndarray:
-    """tf.gather_nd's batch_dims rewrite: prepend each batch position to its index tuples,
-    giving ``[prod(params.shape[:b]), *indices.shape[b:-1], b + depth]``."""
-    batch_shape = params.shape[:batch_dims]
+    """tf.gather_nd's batch_dims rewrite: prepend each batch position (in ``batch_shape``,
+    params.shape[:b]) to its index tuples, giving ``[prod(batch_shape),
+    *indices.shape[b:-1], b + depth]``."""
     batch = math.prod(batch_shape)
     inner = indices.shape[batch_dims:]
     if indices.size != batch * math.prod(inner):
@@ -659,11 +660,272 @@ def _gather_nd_on(ctx, params, indices, on_gpu: bool):
     _check_batch_dims(InvalidArgumentError, b, params.ndim, indices.ndim)
     if b == 0:
         return gather_nd(ctx, params, indices, policy, on_gpu=on_gpu)
-    tuples = _batch_index_tuples(ctx.xp if on_gpu else np, params, indices, b)
+    tuples = _batch_index_tuples(ctx.xp if on_gpu else np, params.shape[:b], indices, b)
     depth = tuples.shape[-1]
     out_shape = params.shape[:b] + tuples.shape[1:-1] + params.shape[depth:] \
         if depth <= params.ndim else None
     return gather_nd(ctx, params, tuples, policy, out_shape, on_gpu)
+
+
+# -- gradients -----------------------------------------------------------------------------------
+# Each rule keeps the forward's bad_indices_policy: an update that IGNORE (or a GPU by
+# default) skipped gets zero, a read it skipped contributes nothing, and what the CPU
+# rejects in the forward is rejected in the gradient too. Indices and shapes get None.
+def _kernel_indices(scope, indices):
+    """``indices`` as int32 or int64, which every scatter and gather has kernels for
+    (int16 and uint16 widen to int32, values unchanged)."""
+    return indices if indices.dtype in KERNEL_INDEX_TYPES else scope.cast(indices, int32)
+
+
+def _shape_of(scope, t, dtype):
+    """``t``'s shape as a 1-D tensor of ``dtype``: a constant when static."""
+    if t.shape.is_fully_defined():
+        return scope.constant(np.array(t.shape.as_list(), dtype.as_numpy_dtype))
+    return scope.shape(t, out_type=dtype)
+
+
+@ScatterNd.gradient
+def _scatter_nd_grad(g, grad):
+    """updates[i] was added at output[indices[i]]: its gradient is read back there."""
+    s, policy = g.scope, g.attr("bad_indices_policy")
+    indices = _kernel_indices(s, g.op.inputs[0])
+    return [None, s.gather_nd(grad, indices, bad_indices_policy=policy), None]
+
+
+def _scatter_add_grad(g, grad, sign: int):
+    s, policy = g.scope, g.attr("bad_indices_policy")
+    indices = _kernel_indices(s, g.op.inputs[1])
+    read = s.gather_nd(grad, indices, bad_indices_policy=policy)
+    return [grad, None, read if sign > 0 else s.neg(read)]
+
+
+@TensorScatterAdd.gradient
+def _tensor_scatter_add_grad(g, grad):
+    return _scatter_add_grad(g, grad, +1)
+
+
+@TensorScatterSub.gradient
+def _tensor_scatter_sub_grad(g, grad):
+    return _scatter_add_grad(g, grad, -1)
+
+
+@TensorScatterUpdate.gradient
+def _tensor_scatter_update_grad(g, grad):
+    """The tensor's gradient is zero where any update landed; of the updates that land on
+    one slot, only the forward's winner (the last in index order, on every device) gets
+    it: TensorFlow gives every duplicate the gradient."""
+    s, policy = g.scope, g.attr("bad_indices_policy")
+    tensor, indices, updates = g.op.inputs
+    indices = _kernel_indices(s, indices)
+    cleared = s.tensor_scatter_update(grad, indices, s.zeros_like(updates),
+                                      bad_indices_policy=policy)
+    winners = s.create_op(ScatterWinners, indices, _shape_of(s, tensor, indices.dtype),
+                          bad_indices_policy=policy)
+    return [cleared, None, s.gather_nd(grad, winners, bad_indices_policy="IGNORE")]
+
+
+def _scatter_min_max_grad(g, grad):
+    """An indicator of the winners, ties split evenly: the k participants that equal the
+    result (the tensor's element and the updates landing on it) get grad / k each. A NaN
+    already in the tensor stays, so it gets all of it; TensorFlow gives it NaN."""
+    s, policy = g.scope, g.attr("bad_indices_policy")
+    tensor, indices, updates = g.op.inputs
+    indices = _kernel_indices(s, indices)
+    tensor_share, update_share = s.create_op(
+        MinMaxShares, tensor, indices, updates, g.op.outputs[0], bad_indices_policy=policy)
+    read = s.gather_nd(grad, indices, bad_indices_policy="IGNORE")
+    return [s.mul(grad, tensor_share), None, s.mul(read, update_share)]
+
+
+TensorScatterMin.gradient(_scatter_min_max_grad)
+TensorScatterMax.gradient(_scatter_min_max_grad)
+
+
+@GatherNd.gradient
+def _gather_nd_grad(g, grad):
+    """A scatter-add of grad into zeros of params' shape (duplicate reads sum); the rows of
+    a depth-1 gather as a gf.IndexedSlices."""
+    s, policy, b = g.scope, g.attr("bad_indices_policy"), g.attr("batch_dims")
+    params, indices = g.op.inputs
+    indices = _kernel_indices(s, indices)
+    depth = indices.shape[-1] if indices.shape.rank else None
+    # Under IGNORE an out-of-range read gave zeros and must contribute nothing. Rows
+    # holding its index would carry it into every consumer (densifying on the CPU and
+    # a sparse optimizer update reject it), and masking them needs a valid row to
+    # point at, which an empty params lacks: IGNORE gets the dense scatter below, which
+    # skips exactly those reads.
+    if b == 0 and depth == 1 and policy != "IGNORE":
+        return [_gathered_rows(s, grad, params, indices), None]
+    shape = _shape_of(s, params, indices.dtype)
+    if b == 0 and depth == 0:  # every tuple read all of params
+        return [s.reduce_sum(s.reshape(grad, s.concat([s.constant([-1], indices.dtype), shape],
+                                                      0)), [0]), None]
+    if b:
+        indices = s.create_op(BatchIndexTuples, shape, indices, batch_dims=b)
+        shape = _shape_of(s, params, int64)
+    return [s.scatter_nd(indices, grad, shape, bad_indices_policy=policy), None]
+
+
+def _gathered_rows(s, grad, params, indices):
+    """grad as rows of params: values [n] + params.shape[1:], indices [n]."""
+    dense_shape = _shape_of(s, params, indices.dtype)
+    values = grad
+    if indices.shape.rank != 2:
+        tail = params.shape[1:]
+        rows = [-1] + tail.as_list() if tail.is_fully_defined() else s.concat(
+            [s.constant([-1], indices.dtype), s.slice(dense_shape, [1], [-1])], 0)
+        values = s.reshape(grad, rows)
+    return IndexedSlices(values, s.reshape(indices, [-1]), dense_shape)
+
+
+# -- the gradients' internal ops -------------------------------------------------------------
+ScatterWinners = register_op(
+    "_ScatterWinners",
+    inputs=["indices: Tindices", "shape: Tindices"],
+    outputs=["winners: Tindices"],
+    attrs={"Tindices": TypeAttr(KERNEL_INDEX_TYPES),
+           "bad_indices_policy": StringAttr("", BAD_INDICES_POLICIES)},
+    doc="`indices` where an index tuple is the last (in index order) of the valid tuples "
+        "naming its slice of `shape`, the update an 'update' scatter leaves in place, and "
+        "-1s elsewhere: gather_nd(grad, winners, 'IGNORE') is the updates' gradient. Bad "
+        "tuples are checked as the forward scatter checks them on the device.")
+
+
+@ScatterWinners.shape_fn
+def _scatter_winners_shape(ctx) -> TensorShape:
+    """same as `indices`."""
+    return _with_rank_at_least(ctx, ctx.shape("indices"), 1, "indices")
+
+
+def _located(ctx, indices, dims: tuple, on_gpu: bool):
+    """``[n, depth]`` index tuples and their offsets into ``dims`` (-1: skipped), checked
+    as the forward scatter on this device checks them."""
+    if indices.ndim < 1:
+        raise InvalidArgumentError(f"Indices shape must have rank at least one. "
+                                   f"Found:{debug_string(indices.shape)}")
+    depth = indices.shape[-1]
+    if depth > len(dims):
+        raise InvalidArgumentError(f"indices.shape[-1] must be <= shape rank: indices.shape[-1] "
+                                   f"= {depth} but shape {debug_string(dims)} has rank "
+                                   f"{len(dims)}")
+    tuples = _index_matrix(indices)
+    policy = ctx.attrs["bad_indices_policy"]
+    message = _bad_index_message(indices, tuples, "shape", dims)
+    if on_gpu:
+        return tuples, gpu_index.locate(ctx.xp, tuples, dims[:depth], policy, message)
+    offsets, keep = locate(tuples, dims[:depth], policy, message)
+    if keep is not None:
+        kept, offsets = offsets, np.full(len(tuples), -1, np.int64)
+        offsets[keep] = kept
+    return tuples, offsets
+
+
+@ScatterWinners.kernel("cpu")
+def _scatter_winners(ctx, indices, shape):
+    return _scatter_winners_on(ctx, indices, shape, on_gpu=False)
+
+
+@ScatterWinners.kernel("gpu")
+def _scatter_winners_gpu(ctx, indices, shape):
+    return _scatter_winners_on(ctx, indices, shape, on_gpu=True)
+
+
+def _scatter_winners_on(ctx, indices, shape, on_gpu: bool):
+    dims = tuple(int(d) for d in shape.reshape(-1).tolist())
+    tuples, offsets = _located(ctx, indices, dims, on_gpu)
+    wins = gpu_index.last_writers(ctx.xp, offsets, math.prod(dims[:tuples.shape[1]]))
+    return ctx.xp.where(wins[:, None], tuples, indices.dtype.type(-1)).reshape(indices.shape)
+
+
+ScatterWinners.not_differentiable()
+
+MinMaxShares = register_op(
+    "_ScatterMinMaxShares",
+    inputs=["tensor: T", "indices: Tindices", "updates: T", "output: T"],
+    outputs=["tensor_share: T", "update_share: T"],
+    attrs={"T": TypeAttr(FLOAT_TYPES), "Tindices": TypeAttr(KERNEL_INDEX_TYPES),
+           "bad_indices_policy": StringAttr("", BAD_INDICES_POLICIES)},
+    doc="The share of TensorScatterMin/Max's `output` each participant owns: of the k "
+        "that equal it (the tensor's element, and the valid updates landing on it), 1/k "
+        "each, 0 for the others; a NaN in `tensor` (which stays) owns its element.")
+
+
+@MinMaxShares.shape_fn
+def _min_max_shares_shape(ctx) -> list:
+    """[tensor.shape, updates.shape]."""
+    return [ctx.shape("tensor").merge_with(ctx.shape("output")), ctx.shape("updates")]
+
+
+@MinMaxShares.kernel("cpu")
+def _min_max_shares(ctx, tensor, indices, updates, output):
+    return _min_max_shares_on(ctx, tensor, indices, updates, output, on_gpu=False)
+
+
+@MinMaxShares.kernel("gpu")
+def _min_max_shares_gpu(ctx, tensor, indices, updates, output):
+    return _min_max_shares_on(ctx, tensor, indices, updates, output, on_gpu=True)
+
+
+def _min_max_shares_on(ctx, tensor, indices, updates, output, on_gpu: bool):
+    xp = ctx.xp
+    tuples, offsets = _located(ctx, indices, tensor.shape, on_gpu)
+    slice_size = math.prod(tensor.shape[tuples.shape[1]:])
+    current, result = tensor.reshape(-1), output.reshape(-1)
+    rows = updates.reshape(len(tuples), slice_size)
+    tensor_wins = (current == result) | xp.isnan(current)
+    hit = offsets >= 0
+    # element offsets [n, slice_size] of every update (skipped ones point at 0, unused)
+    targets = xp.where(hit, offsets, 0)[:, None] * slice_size + xp.arange(slice_size)
+    update_wins = hit[:, None] & (rows == result[targets]) if result.size else \
+        xp.zeros(rows.shape, bool)
+    counts = tensor_wins.astype(np.int64)
+    won = targets[update_wins]
+    if won.size:
+        counts = counts + xp.bincount(won, minlength=result.size)
+    share = 1.0 / xp.maximum(counts, 1)
+    dtype = tensor.dtype
+    return (xp.where(tensor_wins, share, 0.0).astype(dtype).reshape(tensor.shape),
+            xp.where(update_wins, share[targets] if result.size else 0.0, 0.0)
+            .astype(dtype).reshape(updates.shape))
+
+
+MinMaxShares.not_differentiable()
+
+BatchIndexTuples = register_op(
+    "_BatchIndexTuples",
+    inputs=["params_shape: Tindices", "indices: Tindices"],
+    outputs=["tuples: int64"],
+    attrs={"Tindices": TypeAttr(KERNEL_INDEX_TYPES), "batch_dims": IntAttr(minimum=1)},
+    doc="GatherNd's index tuples with their batch position prepended: tuples[i..., :] = "
+        "(batch position of i) + indices[i..., :], shaped params_shape[:batch_dims] + "
+        "indices.shape[batch_dims:-1] + [batch_dims + depth]: what a batch_dims GatherNd "
+        "reads, as full index tuples into params (its gradient scatters along them).")
+
+
+@BatchIndexTuples.shape_fn
+def _batch_index_tuples_shape(ctx) -> TensorShape:
+    """params_shape[:b] + indices.shape[b:-1] + [b + indices.shape[-1]]."""
+    b, indices = ctx.attr("batch_dims"), ctx.shape("indices")
+    batch = ctx.shape_value("params_shape")
+    batch = batch[:b] if batch.rank is not None else TensorShape([None] * b)
+    if indices.rank is None:
+        return TensorShape(None)
+    depth = indices[-1]
+    return batch.concatenate(indices[b:-1]).concatenate(
+        TensorShape([None if depth is None else b + depth]))
+
+
+@BatchIndexTuples.kernel("cpu")
+@BatchIndexTuples.kernel("gpu")
+def _batch_index_tuples_kernel(ctx, params_shape, indices):
+    b = ctx.attrs["batch_dims"]
+    batch_shape = tuple(int(d) for d in params_shape.reshape(-1).tolist()[:b])
+    _check_batch_dims(InvalidArgumentError, b, len(params_shape.reshape(-1)), indices.ndim)
+    tuples = _batch_index_tuples(ctx.xp, batch_shape, indices, b)
+    return tuples.reshape(batch_shape + tuple(indices.shape[b:-1]) + (tuples.shape[-1],))
+
+
+BatchIndexTuples.not_differentiable()
 
 
 __all__ = ["ScatterNd", "TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub",

@@ -2,8 +2,8 @@
 agree with the CPU kernels: every op and dtype, the atomic path (default) and the
 sorted, segmented one (deterministic=True), skipped offsets, NaNs, and threads
 run in shuffled orders. The atomic cases use values whose result does not depend
-on the order of the updates (small integers, unique offsets for "update"), so
-they compare bit for bit too, any NaN matching a NaN (a GPU's NaN has its own
+on the order of the updates (small integers; "update" stores the last writer's
+value on every path), so they compare bit for bit too, any NaN matching a NaN (a GPU's NaN has its own
 sign and payload: TensorScatterSub adds the negated update, as TensorFlow's GPU
 kernel does)."""
 from __future__ import annotations
@@ -64,8 +64,7 @@ def test_scatter_kernels_agree_with_cpu(dtype, op, deterministic):
         pytest.skip("no order on complex numbers")
     if op in ("add", "sub") and dtype == bool:
         pytest.skip("TensorFlow has no bool sums")
-    unique = op == "update" and not deterministic  # racing stores: any writer may win
-    out, offsets, rows = _case(dtype, op, unique)
+    out, offsets, rows = _case(dtype, op, unique=False)  # "update": the last writer wins
     expected, got = _both(out, offsets, rows, op, deterministic)
     assert_same(got, expected, f"{op} {dtype}")
 
@@ -82,6 +81,20 @@ def test_deterministic_updates_apply_in_index_order(op):
     for _ in range(3):  # a new thread order each launch
         expected, got = _both(out, offsets, rows, op, deterministic=True)
         assert_same(got, expected, op)
+
+
+def test_last_writers_agree_with_cpu():
+    """The atomic max of positions finds the last writer of each slot in index order,
+    whatever the thread order (three launches, three orders); skipped offsets never win."""
+    rng = np.random.default_rng(3)
+    for num_slices, n in ((5, 40), (40, 5), (1, 9), (0, 3)):
+        offsets = rng.integers(-1, num_slices, n).astype(np.int64) if num_slices \
+            else np.full(n, -1, np.int64)
+        expected = [i for i in range(n) if offsets[i] >= 0 and offsets[i] not in offsets[i + 1:]]
+        assert np.flatnonzero(gpu_index.last_writers(np, offsets, num_slices)).tolist() == expected
+        for _ in range(3):
+            got = gpu_index.last_writers(XP, XP.asarray(offsets), num_slices).get()
+            assert np.flatnonzero(got).tolist() == expected
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
