@@ -89,6 +89,11 @@ class InternalError(OpError):
     """A kernel failed in a way that is a bug in graphflow or in a user kernel."""
 
 
+class DataLossError(OpError):
+    """Unrecoverable data loss or corruption (TensorFlow's DATA_LOSS), e.g. a checkpoint
+    that is truncated or fails its checksum."""
+
+
 def node_error(err: BaseException, node_name: str, op_type: str,
                site: str | None = None) -> OpError:
     """``err``, raised while running the node ``node_name``, as the OpError a user sees:
@@ -110,5 +115,5 @@ def node_error(err: BaseException, node_name: str, op_type: str,
 __all__ = [
     "node_error", "OpError", "InvalidArgumentError", "InvalidDTypeError", "NotFoundError",
     "UnimplementedError", "FailedPreconditionError", "ResourceExhaustedError",
-    "CancelledError", "InternalError",
+    "CancelledError", "InternalError", "DataLossError",
 ]
