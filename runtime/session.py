@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -10,13 +11,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from graphflow.builder import as_operand
-from graphflow.dtypes import as_dtype
 from graphflow.errors import FailedPreconditionError, InvalidArgumentError
 from graphflow.graph import Graph, Operation, Output
 
 from .device import Device
 from .devices import list_devices
 from .executor import ForwardCounter, Plan
+from .feeds import feed_checker
 from .resources import ResourceStore
 from .tracing import RunMetadata, RunOptions
 
@@ -44,6 +45,19 @@ class SessionConfig:
     optimize: bool = True
 
     def __post_init__(self):
+        for name in _BOOL_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"SessionConfig.{name} must be a bool, got "
+                                f"{type(value).__name__} {value!r}")
+            object.__setattr__(self, name, bool(value))
+        for name in _INT_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                    raise TypeError(f"SessionConfig.{name} must be an int or None, got "
+                                    f"{type(value).__name__} {value!r}")
+                object.__setattr__(self, name, int(value))
         if self.inter_op_threads is None:
             object.__setattr__(self, "inter_op_threads", os.cpu_count() or 1)
         if self.memory_limit_bytes is None:
@@ -53,6 +67,10 @@ class SessionConfig:
         if self.memory_limit_bytes is not None and self.memory_limit_bytes < 0:
             raise InvalidArgumentError(
                 f"memory_limit_bytes must be >= 0, got {self.memory_limit_bytes}")
+
+
+_BOOL_FIELDS = ("allow_soft_placement", "log_device_placement", "deterministic", "optimize")
+_INT_FIELDS = ("inter_op_threads", "memory_limit_bytes")
 
 
 def _physical_memory() -> int | None:
@@ -139,62 +157,37 @@ def _as_feed_key(graph: Graph, key: Any) -> Output:
     return out
 
 
-def _trace_target(options: RunOptions | None, run_metadata: RunMetadata | None):
-    """The RunMetadata that a run records into: ``run_metadata`` when tracing is on."""
+def _check_run_options(options: Any, run_metadata: Any) -> bool:
+    """Whether a run with these ``options`` is traced; TypeError for arguments of the
+    wrong kind (as TensorFlow's protos refuse them)."""
+    if options is not None and not isinstance(options, RunOptions):
+        raise TypeError(f"options must be a gf.RunOptions, got {type(options).__name__} "
+                        f"{options!r}")
+    if run_metadata is not None and not isinstance(run_metadata, RunMetadata):
+        raise TypeError(f"run_metadata must be a gf.RunMetadata, got "
+                        f"{type(run_metadata).__name__} {run_metadata!r}")
     if options is None or not options.trace:
-        return None
+        return False
     if run_metadata is None:
         raise InvalidArgumentError("RunOptions(trace=True) needs a run_metadata=RunMetadata()")
-    return run_metadata
+    return True
 
 
-def _feed_checker(out: Output) -> Callable[[Any], Any]:
-    """A function that validates one feed value for ``out`` and returns it read-only."""
-    dtype = out.dtype
-    np_dtype = dtype.as_numpy_dtype
-    static = out.shape.as_tuple()
+def _checked_devices(devices: Any) -> list[Device]:
+    if isinstance(devices, (str, bytes, Device)) or not isinstance(devices, Iterable):
+        raise TypeError(f"Session's devices must be a list of Devices (gf.list_devices()), got "
+                        f"{type(devices).__name__} {devices!r}")
+    devices = list(devices)
+    for d in devices:
+        if not isinstance(d, Device):
+            raise TypeError(f"Session's devices must be Devices (gf.list_devices()), got "
+                            f"{type(d).__name__} {d!r}")
+    return devices
 
-    def check(value):
-        if isinstance(value, np.ndarray):
-            if value.dtype != np_dtype and not (dtype.is_string and value.dtype.kind in "OSU"):
-                raise InvalidArgumentError(
-                    f"Cannot feed value of dtype {value.dtype} for Tensor '{out.name}', which has "
-                    f"dtype {dtype.name}")
-            if value.dtype.kind in "SU":
-                from graphflow.convert import to_array
-                value = to_array(value, dtype)
-            else:
-                value = value.view()
-                value.flags.writeable = False
-        elif hasattr(value, "__cuda_array_interface__"):
-            if as_dtype(value.dtype) != dtype:
-                raise InvalidArgumentError(
-                    f"Cannot feed value of dtype {value.dtype} for Tensor '{out.name}', which has "
-                    f"dtype {dtype.name}")
-        else:
-            from graphflow.convert import shared_array, to_array
-            try:
-                shared = shared_array(value)  # __dlpack__ / __array__ objects: no copy
-                if (isinstance(shared, np.ndarray) and shared.dtype == np_dtype
-                        and shared.dtype.kind != "O"):
-                    value = shared.view()
-                    value.flags.writeable = False
-                elif (hasattr(shared, "__cuda_array_interface__")
-                      and as_dtype(shared.dtype) == dtype):
-                    value = shared
-                else:
-                    value = to_array(shared, dtype)
-            except (TypeError, ValueError, RuntimeError, BufferError) as e:  # ragged, bf16, ...
-                raise InvalidArgumentError(f"Cannot feed value for Tensor '{out.name}': {e}") from None
-        if static is not None:
-            shape = value.shape
-            if len(shape) != len(static) or any(
-                    s is not None and s != d for s, d in zip(static, shape)):
-                raise InvalidArgumentError(
-                    f"Cannot feed value of shape {tuple(shape)} for Tensor '{out.name}', which has "
-                    f"shape {out.shape}")
-        return value
-    return check
+
+def _register_pool_thread(idents: set) -> None:
+    """Runs first in each thread of a Session's pool: remembers it as the Session's own."""
+    idents.add(threading.get_ident())
 
 
 class Session:
@@ -205,9 +198,15 @@ class Session:
         """``devices`` defaults to every device of the process (``gf.list_devices()``)."""
         if graph is None:
             raise InvalidArgumentError("Session needs a graph: gf.Session(graph)")
+        if not isinstance(graph, Graph):
+            raise TypeError(f"Session's graph must be a gf.Graph, got {type(graph).__name__} "
+                            f"{graph!r}")
+        if config is not None and not isinstance(config, SessionConfig):
+            raise TypeError(f"Session's config must be a gf.SessionConfig, got "
+                            f"{type(config).__name__} {config!r}")
         self.graph = graph
         self.config = config or SessionConfig()
-        self.devices = list(devices) if devices is not None else list_devices()
+        self.devices = _checked_devices(devices) if devices is not None else list_devices()
         if not any(d.device_type == "cpu" for d in self.devices):
             raise InvalidArgumentError("A Session needs the CPU device among its devices")
         self.stats = SessionStats()
@@ -217,6 +216,10 @@ class Session:
         self._active_runs = 0
         self._closed = False
         self._pool: ThreadPoolExecutor | None = None
+        # threads inside one of this Session's runs, and the threads of its pool: a kernel
+        # running there that runs or closes this Session is refused (it would deadlock)
+        self._running: set[int] = set()
+        self._pool_threads: set[int] = set()
         self.resources = ResourceStore()  # this Session's variables
 
     # -- plans ------------------------------------------------------------------
@@ -235,28 +238,50 @@ class Session:
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.config.inter_op_threads,
-                                                thread_name_prefix="graphflow-inter-op")
+                                                thread_name_prefix="graphflow-inter-op",
+                                                initializer=_register_pool_thread,
+                                                initargs=(self._pool_threads,))
             return self._pool
 
-    def _enter_run(self) -> None:
+    def _check_open(self) -> None:
+        if self._closed:
+            raise FailedPreconditionError("Attempted to use a closed Session.")
+
+    def _inside_own_run(self, me: int) -> bool:
+        """Whether thread ``me`` is running a kernel of one of this Session's runs."""
+        return me in self._running or me in self._pool_threads
+
+    def _enter_run(self, me: int) -> None:
         with self._lock:
-            if self._closed:
-                raise FailedPreconditionError("Attempted to use a closed Session.")
+            self._check_open()
+            if self._inside_own_run(me):
+                raise FailedPreconditionError(
+                    "Session.run() called from inside a kernel of one of this Session's own "
+                    "runs: a kernel must not run its own Session")
+            self._running.add(me)
             self._active_runs += 1
 
-    def _exit_run(self) -> None:
+    def _exit_run(self, me: int) -> None:
         with self._lock:
+            self._running.discard(me)
             self._active_runs -= 1
             self.stats.runs += 1
             if self._active_runs == 0 and self._closed:  # close() is waiting
                 self._idle.notify_all()
 
-    def _execute(self, plan: Plan, values: Sequence, metadata: RunMetadata | None = None) -> list:
-        self._enter_run()
+    def _execute(self, plan: Plan, values: Sequence, run_metadata: RunMetadata | None = None,
+                 trace: bool = False) -> list:
+        """Run ``plan``; ``run_metadata`` then holds this run only (its events, when
+        traced), as TensorFlow replaces a RunMetadata passed to several runs."""
+        me = threading.get_ident()
+        self._enter_run(me)
+        events = RunMetadata() if trace else None
         try:
-            return plan.run(values, self._thread_pool() if plan.parallel else None, metadata)
+            return plan.run(values, self._thread_pool() if plan.parallel else None, events)
         finally:
-            self._exit_run()
+            self._exit_run(me)
+            if run_metadata is not None:
+                run_metadata._hold([] if events is None else events.events)
 
     # -- public API -------------------------------------------------------------
     def run(self, fetches: Any, feed_dict: dict | None = None, options: RunOptions | None = None,
@@ -267,15 +292,19 @@ class Session:
         With ``options=RunOptions(trace=True)``, ``run_metadata`` receives one
         event per node (device, thread, start/end, output shapes, bytes, forwarding).
         """
-        metadata = _trace_target(options, run_metadata)
+        self._check_open()
+        trace = _check_run_options(options, run_metadata)
+        if feed_dict is not None and not isinstance(feed_dict, Mapping):
+            raise TypeError(f"feed_dict must be a dict of Outputs (or names) to values, got "
+                            f"{type(feed_dict).__name__}")
         mapper = _Fetches(self.graph, fetches)
         feeds: dict[Output, Any] = {}
         for key, value in (feed_dict or {}).items():
             out = _as_feed_key(self.graph, key)
-            feeds[out] = _feed_checker(out)(value)
+            feeds[out] = feed_checker(out)(value)
         order = sorted(feeds, key=lambda o: (o.op._id, o.index))
         plan = self._plan(mapper.flat, order)
-        return mapper.build(self._execute(plan, [feeds[o] for o in order], metadata))
+        return mapper.build(self._execute(plan, [feeds[o] for o in order], run_metadata, trace))
 
     def make_callable(self, fetches: Any, feed_list: Sequence | None = None,
                       accept_options: bool = False) -> Callable:
@@ -283,11 +312,21 @@ class Session:
         compiled once: a call pays only for the feed checks and the kernels. With
         ``accept_options=True`` it also takes ``options=`` and ``run_metadata=``
         keywords, as ``run`` does (TensorFlow's ``accept_options``)."""
+        self._check_open()
+        if feed_list is not None and (isinstance(feed_list, (str, bytes, Mapping))
+                                      or not isinstance(feed_list, Iterable)
+                                      or isinstance(feed_list, (Output, Operation))
+                                      or callable(getattr(feed_list, "as_output", None))):
+            raise TypeError(f"feed_list must be a list of Outputs (or names), got "
+                            f"{type(feed_list).__name__} {feed_list!r}")
+        if not isinstance(accept_options, (bool, np.bool_)):
+            raise TypeError(f"accept_options must be a bool, got {type(accept_options).__name__} "
+                            f"{accept_options!r}")
         mapper = _Fetches(self.graph, fetches)
         feed_outputs = [_as_feed_key(self.graph, k) for k in (feed_list or [])]
         if len(set(feed_outputs)) != len(feed_outputs):
             raise InvalidArgumentError("feed_list names the same Output twice")
-        checkers = [_feed_checker(o) for o in feed_outputs]
+        checkers = [feed_checker(o) for o in feed_outputs]
         plan = self._plan(mapper.flat, feed_outputs)
         single = mapper._structure[0] == "leaf"
 
@@ -303,14 +342,20 @@ class Session:
             if len(values) != len(checkers):
                 raise InvalidArgumentError(
                     f"This callable takes {len(checkers)} feed values, got {len(values)}")
+            trace = _check_run_options(options, run_metadata)
             results = self._execute(plan, [c(v) for c, v in zip(checkers, values)],
-                                    _trace_target(options, run_metadata))
+                                    run_metadata, trace)
             return results[0] if single else mapper.build(results)
         return call_with_options if accept_options else call
 
     def close(self) -> None:
-        """Close the session; waits for runs in flight. Later runs raise."""
+        """Close the session; waits for runs in flight. Later runs raise. A kernel of
+        one of its own runs cannot close it (the run would wait for itself)."""
         with self._lock:
+            if self._inside_own_run(threading.get_ident()):
+                raise FailedPreconditionError(
+                    "Session.close() called from inside a kernel of one of this Session's own "
+                    "runs, which close() would wait for forever")
             self._closed = True
             while self._active_runs:
                 self._idle.wait()
@@ -319,6 +364,7 @@ class Session:
             self.resources.clear()
         if pool is not None:
             pool.shutdown(wait=True)
+        self._pool_threads.clear()  # those threads are gone: their ids may come back
 
     @property
     def closed(self) -> bool:

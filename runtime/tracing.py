@@ -35,7 +35,9 @@ class NodeEvent:
 
 @dataclass
 class RunMetadata:
-    """Filled by a traced run: one NodeEvent per step, in completion order."""
+    """Filled by a traced run: one NodeEvent per step, in completion order. It holds one
+    run: passed to several, it is replaced by each (as TensorFlow's), emptied by an
+    untraced one."""
 
     events: list[NodeEvent] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -43,6 +45,11 @@ class RunMetadata:
     def _add(self, event: NodeEvent) -> None:
         with self._lock:
             self.events.append(event)
+
+    def _hold(self, events: list[NodeEvent]) -> None:
+        """Replace what this RunMetadata holds by the events of one run."""
+        with self._lock:
+            self.events = events
 
     def chrome_trace(self) -> dict[str, Any]:
         """The run in Chrome's Trace Event Format: one process per device,

@@ -77,13 +77,16 @@ def test_feed_replaces_any_output_and_prunes(scope, run):
 def test_feed_checks(scope, run):
     x = scope.placeholder(gf.int32, shape=[None, 2])
     y = scope.identity(x)
-    with pytest.raises(InvalidArgumentError, match="Cannot feed value of dtype float64"):
-        run(y, {x: np.zeros((1, 2))})
+    # TF1's Session rule: np.asarray(value, dtype=int32), so numpy's cast decides
+    assert run(y, {x: np.array([[1.5, -2.7]])}).tolist() == [[1, -2]]
+    assert run(y, {x: [[1.5, 2]]}).tolist() == [[1, 2]]
     with pytest.raises(InvalidArgumentError, match="Cannot feed value of shape \\(3,\\)"):
         run(y, {x: np.zeros(3, np.int32)})
-    assert run(y, {x: [[1, 2]]}).tolist() == [[1, 2]]  # Python values are converted exactly
+    assert run(y, {x: [[1, 2]]}).tolist() == [[1, 2]]
     with pytest.raises(InvalidArgumentError, match="Cannot feed value"):
-        run(y, {x: [[1.5, 2]]})
+        run(y, {x: [["a", "b"]]})
+    with pytest.raises(TypeError, match="cannot hold the value exactly"):
+        run(y, {x: [[2 ** 40, 2]]})  # a Python int must fit, as TF1 requires
 
 
 def test_unfed_placeholder(scope, run):

@@ -1,0 +1,153 @@
+"""Feeding values: one rule for every kind of array, TensorFlow 1.x Session's.
+
+TF1's ``Session.run`` converts a fed value with ``np.asarray(value,
+dtype=placeholder_dtype)``, and so does graphflow, through :func:`feed_array`,
+for numpy arrays, Python scalars and (nested) lists, and any object with
+``__array__`` or ``__dlpack__`` (torch, jax) or ``__cuda_array_interface__``
+(cupy, cast on its device). numpy's cast decides the value: float64 into
+float32 rounds, 1.5 into int32 truncates to 1, ``"7"`` into int32 parses,
+complex into a real dtype keeps the real part, and NaN or an out-of-range
+float into an integer is undefined (as in TensorFlow).
+
+Refused with a TypeError (``InvalidDTypeError``), as TF1 refuses them: a
+Python int the dtype cannot hold exactly (300 into uint8, 2**40 into int32, as
+TF1 checks Python ints), anything but strings into a string tensor, None, and a
+graph Output or Operation. Refused with a ValueError (``InvalidArgumentError``):
+strings numpy cannot parse (``"a"`` into int32), ragged lists, a shape the
+placeholder does not allow.
+
+An array that already has the placeholder's dtype is not copied: kernels get a
+read-only view of it (a fed value is never written). A masked array or another
+ndarray subclass is fed as its plain data, as ``np.asarray`` gives it.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from graphflow.convert import shared_array, to_array
+from graphflow.dtypes import DType, string
+from graphflow.errors import InvalidArgumentError, InvalidDTypeError
+from graphflow.graph import Operation, Output
+
+
+def feed_array(value: Any, dtype: DType, name: str) -> Any:
+    """``value`` as an array of ``dtype`` for the tensor ``name``, by TF1's rule (see
+    the module docstring): a read-only numpy array, or a device array (cupy)."""
+    np_dtype = dtype.as_numpy_dtype
+    if type(value) is np.ndarray and value.dtype == np_dtype and np_dtype.kind != "O":
+        return _read_only_view(value)  # the common case, first
+    if value is None or isinstance(value, (Output, Operation)) or callable(
+            getattr(value, "as_output", None)):
+        raise InvalidDTypeError(
+            f"The value of a feed cannot be {_kind_of(value)} (Tensor '{name}'): feed Python "
+            f"scalars, strings, lists, numpy arrays or objects with __array__ or __dlpack__")
+    try:
+        shared = shared_array(value)  # __dlpack__ / __array__ objects: no copy
+    except (TypeError, ValueError, RuntimeError, BufferError) as e:  # bf16, device memory...
+        raise InvalidArgumentError(f"Cannot feed value for Tensor '{name}': {e}") from None
+    if hasattr(shared, "__cuda_array_interface__"):
+        return _device_array(shared, dtype, name)
+    from_python = not isinstance(shared, (np.ndarray, np.generic))  # scalars, lists, tuples
+    try:
+        array = np.asarray(shared)  # an ndarray subclass (np.ma, np.matrix): its plain data
+    except (ValueError, TypeError, OverflowError, RuntimeError) as e:  # ragged, requires_grad
+        raise InvalidArgumentError(f"Cannot feed value for Tensor '{name}': {e}") from None
+    if dtype.is_string:
+        return _string_array(array, name)
+    if array.dtype == np_dtype:
+        return _read_only_view(array)
+    return _cast(array, dtype, name, exact_ints=from_python)
+
+
+def _read_only_view(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def _kind_of(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, Operation):
+        return f"a gf.Operation ('{value.name}')"
+    if isinstance(value, Output):
+        return f"a gf.Output ('{value.name}')"
+    return f"a graph element ({type(value).__name__})"
+
+
+def _string_array(array: np.ndarray, name: str) -> np.ndarray:
+    """Strings (str or bytes, any numpy string dtype) as an object array of bytes."""
+    if array.dtype.kind not in "SUO":
+        raise InvalidDTypeError(f"Cannot feed value of dtype {array.dtype} for Tensor '{name}', "
+                                f"which has dtype string")
+    try:
+        return to_array(array, string)
+    except TypeError as e:  # an object array holding something else than strings
+        raise InvalidDTypeError(f"Cannot feed value for Tensor '{name}': {e}") from None
+
+
+def _cast(array: np.ndarray, dtype: DType, name: str, exact_ints: bool) -> np.ndarray:
+    """``np.asarray(array, dtype)``: numpy's cast. Python ints (``exact_ints``) must be
+    held exactly, as TF1's Session requires of them."""
+    np_dtype = dtype.as_numpy_dtype
+    source = array
+    if array.dtype.kind == "c" and np_dtype.kind != "c":
+        array = array.real  # what numpy's cast keeps, without its ComplexWarning
+    try:
+        with np.errstate(all="ignore"):  # NaN or overflow into an integer: undefined, quietly
+            cast = array.astype(np_dtype)
+    except OverflowError as e:  # a Python int past int64
+        raise _inexact_int(source, dtype, name, e) from None
+    except (ValueError, TypeError) as e:  # "a" into int32, objects numpy cannot convert
+        raise InvalidArgumentError(f"Cannot feed value for Tensor '{name}': {e}") from None
+    if exact_ints and source.dtype.kind in "iuO" and not np.array_equal(cast, source):
+        raise _inexact_int(source, dtype, name)
+    cast.flags.writeable = False
+    return cast
+
+
+def _inexact_int(source: np.ndarray, dtype: DType, name: str,
+                 cause: Exception | None = None) -> InvalidDTypeError:
+    shown = source.tolist() if source.size <= 8 else f"an array of {source.size} Python ints"
+    return InvalidDTypeError(
+        f"Type of feed value {shown} is not compatible with Tensor '{name}' of dtype "
+        f"{dtype.name}: it cannot hold the value exactly"
+        + (f" ({cause})" if cause is not None else "")
+        + "; feed a numpy array of that dtype, or use a larger dtype")
+
+
+def _device_array(array: Any, dtype: DType, name: str) -> Any:
+    """A device array (cupy), cast on its device by the same rule."""
+    if dtype.is_string:
+        raise InvalidDTypeError(f"Cannot feed a device array of dtype {array.dtype} for Tensor "
+                                f"'{name}', which has dtype string")
+    np_dtype = dtype.as_numpy_dtype
+    if array.dtype == np_dtype:
+        return array
+    if array.dtype.kind == "c" and np_dtype.kind != "c":
+        array = array.real
+    try:
+        return array.astype(np_dtype)
+    except (ValueError, TypeError) as e:
+        raise InvalidArgumentError(f"Cannot feed value for Tensor '{name}': {e}") from None
+
+
+def feed_checker(out: Output) -> Callable[[Any], Any]:
+    """A function that turns one fed value for ``out`` into what its readers get
+    (:func:`feed_array`), and checks it against ``out``'s static shape."""
+    dtype, name = out.dtype, out.name
+    static = out.shape.as_tuple()
+
+    def check(value):
+        value = feed_array(value, dtype, name)
+        if static is not None:
+            shape = value.shape
+            if len(shape) != len(static) or any(
+                    s is not None and s != d for s, d in zip(static, shape)):
+                raise InvalidArgumentError(
+                    f"Cannot feed value of shape {tuple(shape)} for Tensor '{name}', which has "
+                    f"shape {out.shape}")
+        return value
+    return check
