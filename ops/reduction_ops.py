@@ -269,3 +269,55 @@ def _broadcast_gradient_args(ctx, s0, s1):
 
 for _name in ("sum", "reduce_sum"):
     setattr(Scope, _name, reduce_sum)  # in place of the generated builder, which needs an axis
+
+
+# -- gradients -------------------------------------------------------------------------
+def shape_of(scope: Scope, t: Output, out_type=int32):
+    """``t``'s shape as a vector of ``out_type``: a constant when static, else a Shape node."""
+    if t.shape.is_fully_defined():
+        return np.array(t.shape.as_list(), out_type.as_numpy_dtype)
+    return scope.shape(t, out_type)
+
+
+def _kept_dims_shape(scope: Scope, x: Output, axis: Output):
+    """The shape of ``Sum(x, axis, keep_dims=True)``: a constant when x's shape and the
+    axes are static, else computed from Shape(x) (TensorFlow's ``reduced_shape``): x's
+    shape with 1 stitched in at the (wrapped) axes."""
+    axes = constant_value(axis)
+    if axes is not None and x.shape.is_fully_defined():
+        dims = x.shape.as_list()
+        return _reduced_dims(dims, reduction_axes(axes.reshape(-1).tolist(), len(dims)), True)
+    shape = scope.shape(x)
+    rank = scope.size(shape)
+    axes = scope.reshape(axis if axis.dtype == int32 else scope.cast(axis, int32), [-1])
+    axes = scope.select_v2(scope.less(axes, 0), scope.add(axes, rank), axes)
+    ones = scope.fill(scope.shape(axes), 1)
+    return scope.dynamic_stitch([scope.range(0, rank, 1), axes], [shape, ones])
+
+
+@Sum.gradient
+def _sum_grad(g, grad):
+    """``grad`` broadcast back over the summed dims: reshaped to the kept-dims shape, then
+    broadcast to the input's shape (static or run-time)."""
+    s = g.scope
+    x, axis = g.op.inputs
+    if not g.attr("keep_dims"):
+        grad = s.reshape(grad, _kept_dims_shape(s, x, axis))
+    return [s.broadcast_to(grad, shape_of(s, x)), None]
+
+
+@AddN.gradient
+def _add_n_grad(g, grad):
+    return [grad] * len(g.op.inputs)
+
+
+@BroadcastTo.gradient
+def _broadcast_to_grad(g, grad):
+    """``grad`` summed over the broadcast dims (BroadcastGradientArgs when the shapes are
+    only known at run time), reshaped to the input's shape."""
+    from .math_ops import sum_to_shape_of
+
+    return [sum_to_shape_of(g.scope, grad, g.op.inputs[0]), None]
+
+
+BroadcastGradientArgs.not_differentiable()

@@ -219,3 +219,41 @@ def unpack(self: Scope, value, num: int | None = None, axis: int = 0, *,
 
 for _name in ("unpack", "unstack"):
     setattr(Scope, _name, unpack)  # in place of the generated builder, which needs num
+
+
+# -- gradients -------------------------------------------------------------------------
+@Slice.gradient
+def _slice_grad(g, grad):
+    """``grad`` padded with zeros back to the input's shape: begin[i] zeros before it in
+    dim i, input.shape[i] - size[i] - begin[i] after."""
+    s = g.scope
+    x, begin, _ = g.op.inputs
+    out = g.op.outputs[0]
+    index = begin.dtype
+    before = constant_value(begin)
+    if before is not None and x.shape.is_fully_defined() and out.shape.is_fully_defined():
+        after = np.array(x.shape.as_list()) - np.array(out.shape.as_list()) - before
+        paddings = np.stack([before, after], axis=1).astype(index.as_numpy_dtype)
+    else:
+        after = s.sub(s.sub(s.shape(x, index), s.shape(out, index)), begin)
+        paddings = s.concat([s.reshape(begin, [-1, 1]), s.reshape(after, [-1, 1])], 1)
+    return [s.pad(grad, paddings), None, None]
+
+
+@Pad.gradient
+def _pad_grad(g, grad):
+    """The part of ``grad`` where the input sits: a Slice at paddings[:, 0]."""
+    s = g.scope
+    x, paddings = g.op.inputs
+    index = paddings.dtype
+    known = constant_value(paddings)
+    begin = (known[:, 0] if known is not None
+             else s.reshape(s.slice(paddings, [0, 0], [-1, 1]), [-1]))
+    size = (np.array(x.shape.as_list(), index.as_numpy_dtype) if x.shape.is_fully_defined()
+            else s.shape(x, index))
+    return [s.slice(grad, begin, size), None]
+
+
+@Unpack.gradient
+def _unpack_grad(g, *grads):
+    return [g.scope.pack(list(grads), axis=g.attr("axis"))]
