@@ -32,8 +32,11 @@ class UsageError(Exception):
 def _cmd_show(args: argparse.Namespace) -> None:
     from . import visualize
 
+    to_file = args.output not in (None, "-")
+    if to_file:
+        _check_output_file(args.output, "-o")
     dot = _load(args.graph).to_dot(legend=not args.no_legend, fused=args.fused)
-    if args.output is None or args.output == "-":
+    if not to_file:
         sys.stdout.write(dot)
         return
     ext = os.path.splitext(args.output)[1].lstrip(".").lower()
@@ -81,6 +84,11 @@ def _parse_feed(text: str) -> tuple[str, str]:
 def _cmd_run(args: argparse.Namespace) -> None:
     import graphflow as gf
 
+    fetches = [_output_name(f) for f in args.fetch]
+    # where the results go is checked before any work is done
+    if args.trace:
+        _check_output_file(args.trace, "--trace")
+    saves = _save_paths(args.save, fetches) if args.save else {}
     graph = _load(args.graph)
     feeds = {}
     for text in args.feed:
@@ -89,7 +97,6 @@ def _cmd_run(args: argparse.Namespace) -> None:
             feeds[_output_name(name)] = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as e:
             raise CommandError(f"cannot read --feed {name} from '{path}': {e}") from None
-    fetches = [_output_name(f) for f in args.fetch]
     options = metadata = None
     if args.trace:
         options, metadata = gf.RunOptions(trace=True), gf.RunMetadata()
@@ -100,9 +107,13 @@ def _cmd_run(args: argparse.Namespace) -> None:
     for name, value in zip(fetches, values):
         print(f"{name}  {gf.as_dtype(value.dtype).name} {list(value.shape)}")
         print(np.array2string(value, threshold=args.threshold))
-        if args.save:
-            path = os.path.join(args.save, name.replace("/", "_").replace(":", "_") + ".npy")
-            np.save(path, value, allow_pickle=value.dtype == object)
+        path = saves.pop(name, None)  # a fetch named twice is written once
+        if path is not None:
+            try:
+                with open(path, "xb") as f:  # never overwrite, even a file made meanwhile
+                    np.save(f, value, allow_pickle=value.dtype == object)
+            except FileExistsError:
+                raise CommandError(f"--save: '{path}' exists; not overwriting it") from None
             print(f"wrote {path}", file=sys.stderr)
     if metadata is not None:
         metadata.save_chrome_trace(args.trace)
@@ -112,6 +123,38 @@ def _cmd_run(args: argparse.Namespace) -> None:
 def _output_name(name: str) -> str:
     """``op`` -> ``op:0``; ``op:1`` stays."""
     return name if ":" in name else f"{name}:0"
+
+
+def save_file_name(output_name: str) -> str:
+    """The file ``--save`` writes an output to: ``total:0`` -> ``total_0.npy``,
+    ``layer/out:1`` -> ``layer%2Fout_1.npy``. One name per output (``a/b:0`` and
+    ``a_b:0`` differ): the op name is percent-encoded, and '%' is in no op name."""
+    from urllib.parse import quote
+
+    op, _, index = output_name.rpartition(":")
+    return f"{quote(op, safe='')}_{index}.npy"
+
+
+def _save_paths(directory: str, fetches: Sequence[str]) -> dict[str, str]:
+    """{fetch: path} for ``--save DIR``; an existing file or a DIR that is not a
+    directory is an error now, before the graph runs."""
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise CommandError(f"--save: '{directory}' exists and is not a directory")
+    paths = {name: os.path.join(directory, save_file_name(name)) for name in fetches}
+    for path in paths.values():
+        if os.path.lexists(path):
+            raise CommandError(f"--save: '{path}' exists; not overwriting it (remove it or "
+                               f"choose another directory)")
+    return paths
+
+
+def _check_output_file(path: str, option: str) -> None:
+    """A file ``option`` may write: not a directory, in a directory that exists."""
+    if os.path.isdir(path):
+        raise CommandError(f"{option}: '{path}' is a directory; give a file name")
+    parent = os.path.dirname(path) or "."
+    if not os.path.isdir(parent):
+        raise CommandError(f"{option}: cannot write '{path}': no directory '{parent}'")
 
 
 # -- ops -------------------------------------------------------------------------------
@@ -247,7 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="an output to fetch (repeatable; NAME means NAME:0)")
     run.add_argument("--feed", action="append", default=[], metavar="NAME[:i]=FILE.npy",
                      help="feed an output (usually a Placeholder) from a .npy file (repeatable)")
-    run.add_argument("--save", metavar="DIR", help="also write each fetched value to DIR as .npy")
+    run.add_argument("--save", metavar="DIR",
+                     help="also write each fetched value to DIR as .npy (NAME:i as NAME_i.npy, "
+                     "'/' in NAME as %%2F); an existing file is not overwritten")
     run.add_argument("--trace", metavar="OUT.json", help="write a Chrome trace of the run")
     run.add_argument("--threshold", type=int, default=1000, metavar="N",
                      help="summarise arrays with more than N elements (default 1000)")
@@ -272,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.func(args)
     except UsageError as e:
         args.parser.error(str(e))  # the verb's usage line, then exit 2
-    except (CommandError, OpError) as e:
+    except (CommandError, OpError, OSError) as e:  # OSError: e.g. a full disk, no permission
         print(f"graphflow {args.verb}: error: {e}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `graphflow ops | head`: stop quietly

@@ -31,7 +31,9 @@ import heapq
 import json
 import math
 import os
-import tempfile
+import re
+import reprlib
+import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -54,6 +56,19 @@ VERSION = 1
 _DTYPES = {t.name: t for t in ALL_TYPES}
 _TOP_FIELDS = {"format", "version", "producer", "nodes"}
 _NODE_FIELDS = {"name", "op", "inputs", "control_inputs", "device", "attrs"}
+#: ``node:index``; the index in ASCII digits (``str.isdigit`` also takes '²' and '٠').
+_INPUT_REF = re.compile(r"(?P<node>[^:]+):(?P<index>[0-9]{1,10})")
+_INT64_MAX = 2 ** 63 - 1
+#: numpy's limit on the rank of an array.
+_MAX_RANK = 64
+
+_short = reprlib.Repr()
+_short.maxstring = _short.maxother = 60
+
+
+def _show(value: Any) -> str:
+    """A bounded repr for error messages: a file may hold huge or deeply nested values."""
+    return _short.repr(value)
 
 
 # -- writing ---------------------------------------------------------------------
@@ -113,16 +128,27 @@ def to_json(graph_def: Mapping) -> str:
 
 
 def save(graph: Graph, path: str | os.PathLike) -> None:
-    """Write ``graph`` as GraphDef JSON; the file is replaced only once fully written."""
-    text = to_json(as_graph_def(graph))
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".graphflow-", suffix=".json", dir=directory)
+    """Write ``graph`` as GraphDef JSON; the file is replaced only once fully written.
+
+    The file gets the permissions ``open(path, "w")`` would give (0666 less the umask);
+    an OSError names ``path``, not the temporary file written next to it.
+    """
+    text = to_json(as_graph_def(graph)) + "\n"
+    target = os.path.realpath(path)  # a symlink keeps pointing at the saved file
+    tmp = os.path.join(os.path.dirname(target),
+                       f".{os.path.basename(target)}.{secrets.token_hex(6)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as e:
+        raise type(e)(e.errno, e.strerror, os.fspath(path)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-        os.replace(tmp, path)
-    except BaseException:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException as e:
         os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise type(e)(e.errno, e.strerror, os.fspath(path)) from None
         raise
 
 
@@ -157,10 +183,10 @@ def _parse(graph_def: Any) -> list[_Node]:
         raise _error(extra[0], f"unknown field (a version {VERSION} GraphDef has "
                                f"{', '.join(sorted(_TOP_FIELDS))})")
     if graph_def["format"] != FORMAT:
-        raise _error("format", f"expected '{FORMAT}', got {graph_def['format']!r}")
+        raise _error("format", f"expected '{FORMAT}', got {_show(graph_def['format'])}")
     version = graph_def["version"]
     if not _is_int(version) or version < 1:
-        raise _error("version", f"expected a positive int, got {version!r}")
+        raise _error("version", f"expected a positive int, got {_show(version)}")
     if version > VERSION:
         raise _error("version", f"GraphDef version {version} is newer than this graphflow "
                                 f"reads (up to {VERSION}); upgrade graphflow to load it")
@@ -177,8 +203,8 @@ def _parse(graph_def: Any) -> list[_Node]:
         name = node.get("name")
         if name is None:
             raise _error(f"{where}.name", "missing")
-        if not isinstance(name, str) or not _VALID_OP_NAME.match(name):
-            raise _error(f"{where}.name", f"{name!r} is not a valid node name")
+        if not isinstance(name, str) or not _VALID_OP_NAME.fullmatch(name):
+            raise _error(f"{where}.name", f"{_show(name)} is not a valid node name")
         if name in names:
             raise _error(f"{where}.name", f"duplicate node name (also nodes[{names[name]}])", name)
         names[name] = i
@@ -200,27 +226,30 @@ def _parse_node(i: int, node: Mapping, ops: dict[str, OpDef], names: dict[str, i
     if op_type is None:
         raise fail("op", "missing")
     if not isinstance(op_type, str) or op_type not in ops:
-        raise fail("op", f"Op type not registered {op_type!r} in this graphflow")
+        raise fail("op", f"Op type not registered {_show(op_type)} in this graphflow")
     definition = ops[op_type]
 
     inputs = []
     for j, ref in enumerate(_list_of_str(node.get("inputs", []), lambda m: fail("inputs", m, op_type))):
-        src, _, idx = ref.partition(":")
-        if not idx.isdigit():
-            raise fail(f"inputs[{j}]", f"{ref!r} is not of the form 'name:index'", op_type)
+        match = _INPUT_REF.fullmatch(ref)
+        if match is None:
+            raise fail(f"inputs[{j}]", f"{_show(ref)} is not of the form 'name:index' (index "
+                                       f"in ASCII digits)", op_type)
+        src = match["node"]
         if src not in names:
-            raise fail(f"inputs[{j}]", f"input '{ref}' names no node in the GraphDef", op_type)
-        inputs.append((src, int(idx)))
+            raise fail(f"inputs[{j}]", f"input {_show(ref)} names no node in the GraphDef",
+                       op_type)
+        inputs.append((src, int(match["index"])))
     controls = _list_of_str(node.get("control_inputs", []),
                             lambda m: fail("control_inputs", m, op_type))
     for j, ref in enumerate(controls):
         if ref not in names:
-            raise fail(f"control_inputs[{j}]", f"control input '{ref}' names no node in the "
-                                               f"GraphDef", op_type)
+            raise fail(f"control_inputs[{j}]", f"control input {_show(ref)} names no node in "
+                                               f"the GraphDef", op_type)
 
     device = node.get("device", "")
     if not isinstance(device, str):
-        raise fail("device", f"expected a string, got {device!r}", op_type)
+        raise fail("device", f"expected a string, got {_show(device)}", op_type)
     try:
         device = canonical_device(device)
     except InvalidArgumentError as e:
@@ -264,7 +293,7 @@ def _is_int(value: Any) -> bool:
 
 def _list_of_str(value: Any, fail) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise fail(f"expected a list of strings, got {value!r}")
+        raise fail(f"expected a list of strings, got {_show(value)}")
     return value
 
 
@@ -272,13 +301,13 @@ def decode_attr(spec: Attr, encoded: Any) -> Any:
     """The attr value that ``encode_attr`` wrote; InvalidArgumentError if malformed."""
     kind = spec.kind
     if not isinstance(encoded, Mapping) or len(encoded) != 1:
-        raise InvalidArgumentError(f"expected {{\"{kind}\": value}}, got {encoded!r}")
+        raise InvalidArgumentError(f"expected {{\"{kind}\": value}}, got {_show(encoded)}")
     (got, value), = encoded.items()
     if got != kind:
         raise InvalidArgumentError(f"attr has kind '{kind}', got a value of kind '{got}'")
 
     def bad(expected: str) -> InvalidArgumentError:
-        return InvalidArgumentError(f"expected {expected}, got {value!r}")
+        return InvalidArgumentError(f"expected {expected}, got {_show(value)}")
 
     if kind == "type":
         if value not in _DTYPES:
@@ -319,17 +348,25 @@ def decode_attr(spec: Attr, encoded: Any) -> Any:
 def decode_tensor(encoded: Any) -> np.ndarray:
     """The read-only array that ``encode_tensor`` wrote; InvalidArgumentError if malformed."""
     if not isinstance(encoded, Mapping):
-        raise InvalidArgumentError(f"expected a tensor {{dtype, shape, data}}, got {encoded!r}")
+        raise InvalidArgumentError(f"expected a tensor {{dtype, shape, data}}, got "
+                                   f"{_show(encoded)}")
     for key in ("dtype", "shape", "data"):
         if key not in encoded:
             raise InvalidArgumentError(f"tensor field '{key}' is missing")
     dtype = _DTYPES.get(encoded["dtype"]) if isinstance(encoded["dtype"], str) else None
     if dtype is None:
-        raise InvalidArgumentError(f"tensor field 'dtype': {encoded['dtype']!r} is not a dtype")
+        raise InvalidArgumentError(f"tensor field 'dtype': {_show(encoded['dtype'])} is not a "
+                                   f"dtype")
     shape = encoded["shape"]
     if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
         raise InvalidArgumentError(f"tensor field 'shape': expected a list of dims >= 0, "
-                                   f"got {shape!r}")
+                                   f"got {_show(shape)}")
+    if len(shape) > _MAX_RANK:
+        raise InvalidArgumentError(f"tensor field 'shape': rank {len(shape)} is more than the "
+                                   f"{_MAX_RANK} dims an array can have")
+    if math.prod(d or 1 for d in shape) > _INT64_MAX:
+        raise InvalidArgumentError(f"tensor field 'shape': {_show(shape)} has more than "
+                                   f"{_INT64_MAX} elements (int64)")
     count = math.prod(shape)
     data = encoded["data"]
     if dtype is string:
@@ -477,13 +514,27 @@ def from_graph_def(graph_def: Mapping) -> Graph:
 
 
 def load_graph(path: str | os.PathLike) -> Graph:
-    """The Graph saved at ``path`` by ``graph.save(path)``."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    """The Graph saved at ``path`` by ``graph.save(path)``.
+
+    OSError if the file cannot be read; InvalidArgumentError naming the file if it is
+    not UTF-8 JSON (or nests too deeply to read), naming the node and field if it is
+    not a valid GraphDef.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    where = os.fspath(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidArgumentError(f"{where} is not GraphDef JSON: byte {e.start} is not "
+                                   f"UTF-8 ({e.reason})") from None
     try:
         graph_def = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InvalidArgumentError(f"{os.fspath(path)} is not GraphDef JSON: {e}") from None
+    except RecursionError:
+        raise InvalidArgumentError(f"{where} is not GraphDef JSON: its values nest too "
+                                   f"deeply to read") from None
+    except ValueError as e:  # JSONDecodeError; an int past Python's digit limit
+        raise InvalidArgumentError(f"{where} is not GraphDef JSON: {e}") from None
     return from_graph_def(graph_def)
 
 
