@@ -18,8 +18,8 @@ STITCHED = [[1, 2], [11, 12], [21, 22], [31, 32], [41, 42], [51, 52], [61, 62]]
 SEED_Y = [1.1, -1.0, 6.2, 5.3, -1.0, 8.4]
 
 
-def run_example(name: str) -> str:
-    proc = subprocess.run([sys.executable, f"examples/{name}"], capture_output=True, text=True,
+def run_example(name: str, *args: str) -> str:
+    proc = subprocess.run([sys.executable, f"examples/{name}", *args], capture_output=True, text=True,
                           timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -95,3 +95,11 @@ def test_every_example_prints_its_graph(name):
     out = run_example(name)
     assert "graph:" in out
     assert all(len(row) >= 4 for row in graph_lines(out))  # name, type, device, outputs
+
+
+def test_train_embedding_converges_and_leaves_cold_rows_alone():
+    out = run_example("train_embedding.py", "--rows", "500", "--steps", "80", "--batch", "32")
+    first, last = printed_values(out)["loss per row, first and last step"]
+    assert last < first / 10
+    assert "rows never looked up unchanged: True" in out
+    assert "restored from checkpoint: True" in out
