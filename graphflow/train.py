@@ -100,6 +100,51 @@ class GradientDescentOptimizer(Optimizer):
         return scope.resource_scatter_nd_sub(var.handle, rows, step, name="ApplySparse")
 
 
+class AdagradOptimizer(Optimizer):
+    """TensorFlow's Adagrad: accum += g * g; var -= learning_rate * g / sqrt(accum).
+
+    Each variable gets an accumulator slot variable ``<var>/Adagrad`` (starting at
+    ``initial_accumulator_value``; run ``gf.global_variables_initializer`` after
+    ``minimize``). A sparse gradient updates only its rows, duplicates summed
+    first, as TensorFlow's sparse Adagrad.
+    """
+
+    def __init__(self, learning_rate: float, initial_accumulator_value: float = 0.1,
+                 name: str = "Adagrad"):
+        super().__init__(name)
+        for what, value in (("learning_rate", learning_rate),
+                            ("initial_accumulator_value", initial_accumulator_value)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{what} must be a number, got {value!r}")
+        if initial_accumulator_value <= 0:
+            raise InvalidArgumentError(f"initial_accumulator_value must be positive, got "
+                                       f"{initial_accumulator_value}")
+        self.learning_rate = float(learning_rate)
+        self.initial_accumulator_value = float(initial_accumulator_value)
+        self.slots: dict[str, Variable] = {}
+
+    def _accumulator(self, var: Variable) -> Variable:
+        slot = self.slots.get(var.name)
+        if slot is None:
+            scope = Scope(var.graph)._replace(_device=var.device)
+            start = scope.fill(var.shape.as_list(), scope.constant(
+                self.initial_accumulator_value, dtype=var.dtype), name=f"{var.name}/AdagradInit")
+            slot = self.slots[var.name] = scope.variable(start, name=f"{var.name}/{self.name}")
+        return slot
+
+    def _rate(self, scope: Scope, var: Variable) -> Output:
+        return scope.constant(self.learning_rate, dtype=var.dtype, name="learning_rate")
+
+    def _apply_dense(self, scope, grad, var):
+        return scope.resource_apply_adagrad(var.handle, self._accumulator(var).handle,
+                                            self._rate(scope, var), grad, name="ApplyDense")
+
+    def _apply_sparse(self, scope, grad, var):
+        return scope.resource_sparse_apply_adagrad(
+            var.handle, self._accumulator(var).handle, self._rate(scope, var), grad.values,
+            grad.indices, name="ApplySparse")
+
+
 def _as_loss(loss: Any) -> Output:
     from .builder import as_operand
     out = as_operand(loss)
@@ -116,4 +161,4 @@ def _gradient_ops(pairs: Sequence) -> list[Operation]:
     return ops
 
 
-__all__ = ["Optimizer", "GradientDescentOptimizer"]
+__all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer"]

@@ -259,3 +259,82 @@ for _op in (VarHandleOp, ReadVariableOp, ResourceGather, AssignVariableOp, Assig
             AssignSubVariableOp, ResourceScatterNdUpdate, ResourceScatterNdAdd,
             ResourceScatterNdSub, ResourceScatterNdMin, ResourceScatterNdMax):
     _op.not_differentiable()  # gradients w.r.t. variables: graphflow/gradients.py
+
+
+# -- optimizer steps -------------------------------------------------------------------------------
+def _locked(*states):
+    """Hold several variables' locks, always taken in name order (no deadlock)."""
+    import contextlib
+    stack = contextlib.ExitStack()
+    for state in sorted(states, key=lambda s: s.name):
+        stack.enter_context(state.lock)
+    return stack
+
+
+ResourceApplyAdagrad = register_op(
+    "ResourceApplyAdagrad", inputs=["var: string", "accum: string", "lr: T", "grad: T"],
+    attrs={"T": TypeAttr(tuple(t for t in NUMBER_TYPES if t.is_floating or t.is_complex))},
+    stateful=True,
+    doc="accum += grad * grad; var -= lr * grad / sqrt(accum) (TensorFlow's Adagrad), in place.")
+
+
+@ResourceApplyAdagrad.shape_fn
+def _adagrad_shape(ctx):
+    """no outputs; grad has the variable's shape, lr is a scalar."""
+    if not ctx.shape("lr").is_compatible_with(TensorShape([])):
+        raise ctx.error(f"lr is not a scalar: {ctx.shape('lr')}")
+    return []
+
+
+@ResourceApplyAdagrad.kernel("cpu")
+def _apply_adagrad(ctx, var, accum, lr, grad):
+    v, a = _variable_of(ctx, var), _variable_of(ctx, accum)
+    with _locked(v, a):
+        value, acc = v.initialized_value(), a.initialized_value()
+        for state in (v, a):
+            _check_same_shape(state, grad)
+        acc += grad * grad
+        value -= lr * grad / np.sqrt(acc)
+
+
+ResourceSparseApplyAdagrad = register_op(
+    "ResourceSparseApplyAdagrad",
+    inputs=["var: string", "accum: string", "lr: T", "grad: T", "indices: Tindices"],
+    attrs={"T": TypeAttr(tuple(t for t in NUMBER_TYPES if t.is_floating or t.is_complex)),
+           "Tindices": TypeAttr((int32, int64))},
+    stateful=True,
+    doc="Adagrad on the rows `indices` only: duplicate rows' gradients are summed first "
+        "(as TensorFlow's optimizer does), then accum[i] += g*g, var[i] -= lr*g/sqrt(accum[i]).")
+
+
+@ResourceSparseApplyAdagrad.shape_fn
+def _sparse_adagrad_shape(ctx):
+    """no outputs; indices is 1-D, grad is [len(indices)] + var.shape[1:]."""
+    if not ctx.shape("indices").is_compatible_with(TensorShape([None])):
+        raise ctx.error(f"indices must be one-dimensional, got {ctx.shape('indices')}")
+    return []
+
+
+@ResourceSparseApplyAdagrad.kernel("cpu")
+def _sparse_apply_adagrad(ctx, var, accum, lr, grad, indices):
+    v, a = _variable_of(ctx, var), _variable_of(ctx, accum)
+    with _locked(v, a):
+        value, acc = v.initialized_value(), a.initialized_value()
+        if grad.shape != indices.shape + value.shape[1:]:
+            raise InvalidArgumentError(
+                f"grad must be [len(indices)] + var.shape[1:] = "
+                f"{debug_string(indices.shape + value.shape[1:])}, got {debug_string(grad.shape)}")
+        bad = (indices < 0) | (indices >= value.shape[0])
+        if bad.any():  # checked before anything is written
+            i = int(np.argmax(bad))
+            raise InvalidArgumentError(f"Index {int(indices[i])} at offset {i} in indices is out "
+                                       f"of range [0, {value.shape[0]})")
+        rows, position = np.unique(indices, return_inverse=True)
+        summed = np.zeros((len(rows),) + value.shape[1:], value.dtype)
+        np.add.at(summed, position.reshape(-1), grad)
+        acc[rows] += summed * summed
+        value[rows] -= lr * summed / np.sqrt(acc[rows])
+
+
+for _op in (ResourceApplyAdagrad, ResourceSparseApplyAdagrad):
+    _op.not_differentiable()

@@ -237,3 +237,37 @@ def test_all_gradients_of_a_step_see_the_values_before_it(scope):
     with session_with(scope.graph) as sess:
         sess.run(train)
         np.testing.assert_array_equal(sess.run([a, b]), [[2.0 - 3.0], [3.0 - 2.0]])
+
+
+def test_adagrad_sparse_sums_duplicates_first_as_tensorflow(scope):
+    init = np.arange(10.0).reshape(5, 2)
+    table = scope.variable(init, name="t")
+    w = scope.variable(np.ones(2), name="w")
+    ids = [1, 3, 1]
+    rows = scope.mul(table.sparse_read(ids), w)
+    opt = gf.train.AdagradOptimizer(0.5)
+    train = opt.minimize(scope.reduce_sum(scope.mul(rows, rows)))
+    with session_with(scope.graph) as sess:
+        sess.run(train)
+        got_table, got_w = sess.run([table, w])
+    acc, expected = np.full((5, 2), 0.1), init.copy()
+    summed = np.zeros((5, 2))
+    np.add.at(summed, ids, 2 * init[ids])
+    acc[[1, 3]] += summed[[1, 3]] ** 2
+    expected[[1, 3]] -= 0.5 * summed[[1, 3]] / np.sqrt(acc[[1, 3]])
+    np.testing.assert_allclose(got_table, expected, rtol=1e-15)
+    gw = (2 * init[ids] ** 2).sum(0)
+    np.testing.assert_allclose(got_w, 1 - 0.5 * gw / np.sqrt(0.1 + gw ** 2), rtol=1e-15)
+    assert set(opt.slots) == {"t", "w"}
+
+
+def test_adagrad_out_of_range_rows_leave_both_variables_unchanged(scope):
+    table = scope.variable(np.ones((3, 2)), name="t")
+    acc = scope.variable(np.full((3, 2), 0.1), name="acc")
+    step = scope.resource_sparse_apply_adagrad(table.handle, acc.handle, np.float64(0.1),
+                                               np.ones((2, 2)), [0, 3])
+    with session_with(scope.graph) as sess:
+        with pytest.raises(gf.errors.InvalidArgumentError, match="Index 3 at offset 1"):
+            sess.run(step)
+        np.testing.assert_array_equal(sess.run(table), 1)
+        np.testing.assert_array_equal(sess.run(acc), 0.1)
