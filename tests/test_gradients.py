@@ -285,3 +285,12 @@ def test_bad_input_is_a_clear_build_time_error(scope):
         gf.gradients(unrelated, [x])
     with pytest.raises(TypeError, match="'y' is an Operation"):
         gf.gradients(y.op, [x])
+
+
+def test_stop_gradient_op_blocks_the_gradient(scope):
+    x = scope.placeholder(gf.float64, shape=[2])
+    y = scope.add(scope.mul(scope.stop_gradient(x), x), x)
+    (d,) = gf.gradients(y, [x])
+    with gf.Session(scope.graph) as sess:
+        np.testing.assert_array_equal(sess.run(d, {x: [2.0, 3.0]}), [3.0, 4.0])
+    assert gf.gradients(scope.stop_gradient(x), [x]) == [None]
