@@ -19,6 +19,7 @@ from .gradients import gradients, is_differentiable
 from .indexed_slices import IndexedSlices
 from .scope import Scope
 from .variables import Variable, global_variables
+from .saver import Saver  # noqa: F401
 
 
 class Optimizer:
@@ -161,4 +162,4 @@ def _gradient_ops(pairs: Sequence) -> list[Operation]:
     return ops
 
 
-__all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer"]
+__all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer", "Saver"]
