@@ -154,7 +154,13 @@ class Graph:
 
     def output(self, name: str) -> Output:
         """The Output named ``op:idx`` (``op`` alone means ``op:0``)."""
-        op_name, _, idx = name.partition(":")
+        if not isinstance(name, str):
+            raise TypeError(f"An output name must be a string, got {type(name).__name__} {name!r}")
+        op_name, colon, idx = name.partition(":")
+        if colon and not (idx.isascii() and idx.isdigit()):
+            raise InvalidArgumentError(
+                f"The name '{name}' looks like an output name, but is not a valid one: output "
+                f"names have the form '<op_name>:<output_index>'")
         op = self.operation(op_name)
         index = int(idx) if idx else 0
         if not 0 <= index < len(op.outputs):

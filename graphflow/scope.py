@@ -27,6 +27,8 @@ class Scope:
 
     def __init__(self, graph: Graph | None = None, *, _prefix: str = "", _op_name: str | None = None,
                  _device: str = "", _control: tuple[Operation, ...] = ()):
+        if graph is not None and not isinstance(graph, Graph):
+            raise TypeError(f"Scope needs a gf.Graph, got {type(graph).__name__} {graph!r}")
         self.graph = graph if graph is not None else Graph()
         self._prefix = _prefix
         self._op_name = _op_name
@@ -42,12 +44,14 @@ class Scope:
     # -- deriving scopes ---------------------------------------------------
     def with_name(self, name: str) -> "Scope":
         """A scope whose next op is called ``name`` (made unique, under the prefix)."""
+        _check_name(name, "with_name")
         if not name or "/" in name:
             raise InvalidArgumentError(f"Invalid op name '{name}'")
         return self._replace(_op_name=name)
 
     def with_sub_scope(self, name: str) -> "Scope":
         """A scope whose ops are named ``name/...``; ``name`` is made unique."""
+        _check_name(name, "with_sub_scope")
         if not name:
             raise InvalidArgumentError("A sub-scope needs a non-empty name")
         unique = self.graph.unique_name(self._qualify(name))
@@ -55,17 +59,27 @@ class Scope:
 
     def with_device(self, device: str) -> "Scope":
         """A scope whose ops ask for ``device`` (``"/gpu:0"``, ``"/cpu:0"``, ``""``)."""
+        if device is not None:
+            _check_name(device, "with_device")
         return self._replace(_device=canonical_device(device))
 
     def with_control_dependencies(self, controls: Iterable) -> "Scope":
-        """A scope whose ops run only after every op (or op of each Output) in ``controls``."""
+        """A scope whose ops run only after every op (or op of each Output) in ``controls``,
+        a list: a single Operation or Output is a TypeError, as in TensorFlow."""
+        if (isinstance(controls, (str, bytes, Operation, Output))
+                or not isinstance(controls, Iterable)
+                or callable(getattr(controls, "as_output", None))):
+            what = getattr(controls, "name", None)
+            raise TypeError(
+                f"with_control_dependencies() takes a list of Operations or Outputs, got "
+                f"{type(controls).__name__} " + (f"'{what}'" if isinstance(what, str) else
+                                                  repr(controls)) + ": pass it in a list")
         ops = list(self.control_dependencies)
         for c in controls:
-            op = c if isinstance(c, Operation) else getattr(as_operand(c), "op", None)
-            if op is None:
-                op = getattr(c, "op", None)
+            op = c if isinstance(c, Operation) else _control_op(c)
             if not isinstance(op, Operation):
-                raise InvalidArgumentError(f"Control dependency {c!r} is not an Operation or Output")
+                raise TypeError(f"Control dependency {c!r} must be an Operation or an Output, got "
+                                f"{type(c).__name__}")
             if op.graph is not self.graph:
                 raise InvalidArgumentError(f"Control dependency '{op.name}' is from another graph")
             if op not in ops:
@@ -74,6 +88,7 @@ class Scope:
 
     def make_op_name(self, default: str) -> str:
         """The unique name of the next op: ``with_name``'s name, else ``default``."""
+        _check_name(default, "op name")
         return self.graph.unique_name(self._qualify(self._op_name or default))
 
     def _qualify(self, name: str) -> str:
@@ -107,6 +122,23 @@ class Scope:
 
     def __repr__(self) -> str:
         return f"<gf.Scope prefix='{self._prefix}' device='{self.device}'>"
+
+
+def _check_name(name: Any, what: str) -> None:
+    """Names and device strings are strings (TensorFlow: TypeError)."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what}() needs a string, got {type(name).__name__} {name!r}"
+                        if what.startswith("with_") else
+                        f"An {what} must be a string, got {type(name).__name__} {name!r}")
+
+
+def _control_op(control: Any) -> Operation | None:
+    """The op of an Output or an Operand, or of an op wrapper (any number of outputs)."""
+    try:
+        out = as_operand(control)
+    except ValueError:  # a wrapper of an op with several outputs: use its op
+        out = None
+    return out.op if out is not None else getattr(control, "op", None)
 
 
 def _result(op: Operation):

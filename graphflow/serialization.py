@@ -489,6 +489,9 @@ def import_graph_def(graph_def: Mapping, scope: "Scope | Graph | None" = None
 
     if isinstance(scope, Graph):
         scope = Scope(scope)
+    elif scope is not None and not isinstance(scope, Scope):
+        raise TypeError(f"import_graph_def() imports into a gf.Scope or a gf.Graph, got "
+                        f"{type(scope).__name__} {scope!r}")
     return _import(graph_def, scope if scope is not None else Scope(Graph()),
                    dry_run=scope is not None)
 

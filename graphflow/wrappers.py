@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .builder import create_operation
-from .graph import Operation, Output
+from .graph import Graph, Operation, Output
 from .registry import OpDef, on_register
 
 #: op type -> generated class; ``graphflow.ops`` exposes these by name.
@@ -23,6 +23,12 @@ class OpWrapper:
     @classmethod
     def create(cls, scope, *args, name: str | None = None, **kwargs: Any) -> "OpWrapper":
         """Build the op in ``scope``: inputs first, then attrs (positional or keyword)."""
+        from .scope import Scope  # scope.py builds on this module's registrations
+
+        if not isinstance(scope, Scope):
+            hint = " (wrap it: gf.Scope(graph))" if isinstance(scope, Graph) else ""
+            raise TypeError(f"{cls.__name__}.create() takes a gf.Scope first, got "
+                            f"{type(scope).__name__}{hint}")
         return cls(create_operation(scope, cls.op_def, args, kwargs, name))
 
     def output(self) -> Output:
