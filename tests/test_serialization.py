@@ -55,6 +55,17 @@ EXAMPLES = {
     "LogicalOr": lambda s: (s.logical_or([True, False], [False, False]), {}),
     "LogicalNot": lambda s: (s.logical_not([True, False]), {}),
     "SelectV2": lambda s: (s.select_v2([True, False], [1, 2], [3, 4]), {}),
+    "Conj": lambda s: (s.conj(np.array([1 - 2j], np.complex64)), {}),
+    "StopGradient": lambda s: (s.stop_gradient([1.5, -0.0]), {}),
+    # reductions and slicing
+    "Sum": lambda s: (s.reduce_sum(s.placeholder(gf.float64), keepdims=False),
+                      {"Placeholder:0": np.ones((2, 3))}),
+    "AddN": lambda s: (s.add_n([np.int8([100]), np.int8([100])]), {}),
+    "BroadcastTo": lambda s: (s.broadcast_to([b"a", b"b"], np.array([2, 2], np.int64)), {}),
+    "BroadcastGradientArgs": lambda s: (s.broadcast_gradient_args([2, 3, 5], [3, 1]), {}),
+    "Slice": lambda s: (s.slice(np.arange(6, dtype=I32).reshape(2, 3), [1, 0], [-1, 2]), {}),
+    "Pad": lambda s: (s.pad(np.array([[True]]), [[1, 0], [0, 2]]), {}),
+    "Unpack": lambda s: (s.unstack(np.arange(6, dtype=F32).reshape(2, 3), axis=-1), {}),
     # scatter family
     "ScatterNd": lambda s: (s.scatter_nd([[4], [3], [1], [7]], [9, 10, 11, 12], [8]), {}),
     "TensorScatterUpdate": lambda s: (s.tensor_scatter_update([1, 2, 3], [[0]], [9]), {}),
