@@ -763,6 +763,8 @@ def _gather_nd_grad(g, grad):
     if b:
         indices = s.create_op(BatchIndexTuples, shape, indices, batch_dims=b)
         shape = _shape_of(s, params, int64)
+    elif indices.shape.rank == 1:  # one tuple: ScatterNd wants it as a batch of one
+        indices, grad = s.expand_dims(indices, 0), s.expand_dims(grad, 0)
     return [s.scatter_nd(indices, grad, shape, bad_indices_policy=policy), None]
 
 
