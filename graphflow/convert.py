@@ -1,14 +1,20 @@
 """Turning Python and numpy values into constant arrays, with TensorFlow's rules:
-Python ints become int32 (int64 if they do not fit), floats float32, str/bytes
-string; numpy arrays keep their dtype."""
+numpy arrays and scalars keep their dtype; a Python value (scalar or nested
+list) takes the dtype numpy infers for it, except that float64 becomes float32
+and int64 int32 when every value fits (so ints are int32, int64 past int32,
+uint64 past int64, and ``[np.int8(1)]`` stays int8); str/bytes are string.
+An empty value converts to any dtype. Conversion to a requested dtype is exact
+or a TypeError (1.5 and 1.0 are not int32s)."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from . import dtypes
 from .dtypes import DType
+from .shapes import TensorShape, check_not_too_large
 
 _INT32 = np.iinfo(np.int32)
 
@@ -79,32 +85,37 @@ def to_array(value: Any, dtype: DType | None = None) -> np.ndarray:
     """A new read-only numpy array holding ``value`` as ``dtype`` (or the inferred type).
 
     Raises TypeError when the value cannot be represented exactly in ``dtype``
-    (e.g. 1.5 as int32, 300 as uint8, a string as a number).
+    (e.g. 1.5 as int32, 300 as uint8, a string as a number), or when a Python
+    value mixes strings with other things or holds what is no number
+    (``[1, "b"]``, ``[None]``, ``2**64``); ValueError for None and ragged lists.
     """
-    if dtype is not None and dtype.is_string:
-        arr = _string_array(value)
-    elif isinstance(value, (np.ndarray, np.generic)):
+    if value is None:
+        raise ValueError("None values not supported.")
+    if isinstance(value, (np.ndarray, np.generic)):
         arr = np.array(value, copy=True)
-        if arr.dtype.kind in "SUO":
+        if arr.dtype.kind in "SUO" or (dtype is not None and dtype.is_string):
             arr = _string_array(arr)
-        if dtype is not None:
+        if dtype is not None and not dtype.is_string:
             arr = _cast_exactly(arr, dtype, value)
     else:
         probe = np.asarray(value)
         if probe.dtype.kind in "SUO":
-            if dtype is not None and not dtype.is_string:
+            if not all(isinstance(x, _STRING_TYPES) for x in _leaves(value)):
+                raise TypeError(_not_convertible(value))
+            if dtype is not None and not dtype.is_string and probe.size:
+                raise TypeError(f"Cannot convert {value!r} to a tensor of dtype {dtype.name}")
+            arr = _string_array(value)
+        elif dtype is not None and dtype.is_string:
+            if probe.size:
                 raise TypeError(f"Cannot convert {value!r} to a tensor of dtype {dtype.name}")
             arr = _string_array(probe)
         elif dtype is not None:
             # np.asarray built a new array from a list or a Python scalar: no second copy
             fresh = isinstance(value, (list, tuple, int, float, complex))
             arr = _cast_exactly(probe, dtype, value, copy=not fresh)
-        elif probe.dtype.kind in "iu":
-            fits = probe.size == 0 or (probe.min() >= _INT32.min and probe.max() <= _INT32.max)
-            arr = probe.astype(np.int32 if fits else np.int64)
-        elif probe.dtype.kind == "f":
-            arr = probe.astype(np.float32)
-        else:
+        elif isinstance(value, (list, tuple, int, float, complex)):
+            arr = _preferred_width(probe)
+        else:  # an array-like object (``__array__``): its dtype, as a numpy array's
             arr = np.array(probe, copy=True)
     if arr.dtype.kind not in "O" and dtypes.as_dtype(arr.dtype) is None:  # pragma: no cover
         raise TypeError(f"Unsupported dtype {arr.dtype}")
@@ -112,10 +123,43 @@ def to_array(value: Any, dtype: DType | None = None) -> np.ndarray:
     return arr
 
 
+_STRING_TYPES = (str, bytes, np.str_, np.bytes_)
+
+
+def _leaves(value: Any):
+    """The scalars of a (nested) list or tuple, in order; a scalar is its own leaf."""
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def _not_convertible(value: Any) -> str:
+    if any(callable(getattr(x, "as_output", None)) for x in _leaves(value)):
+        return "Expected any non-tensor type, but got a tensor instead."
+    return (f"Failed to convert elements of {value!r} to Tensor. Consider casting elements to a "
+            "supported type.")
+
+
+def _preferred_width(probe: np.ndarray) -> np.ndarray:
+    """A Python value's array at TensorFlow's preferred width: float64 becomes float32,
+    int64 int32 when every value fits; other dtypes (from numpy scalars in a list, or
+    uint64 for ints past int64) stay as numpy inferred them."""
+    if probe.dtype == np.float64:
+        return probe.astype(np.float32)
+    if probe.dtype == np.int64:
+        fits = probe.size == 0 or (probe.min() >= _INT32.min and probe.max() <= _INT32.max)
+        return probe.astype(np.int32) if fits else np.array(probe, copy=True)
+    return np.array(probe, copy=True)
+
+
 def _cast_exactly(arr: np.ndarray, dtype: DType, original: Any, copy: bool = True) -> np.ndarray:
     target = dtype.as_numpy_dtype
     if arr.dtype == target:
         return np.array(arr, copy=True) if copy else arr
+    if arr.size == 0:  # nothing to lose: [] and np.array([]) are empty tensors of any dtype
+        return np.empty(arr.shape, target)
     src = arr.dtype.kind
     ok = {
         "float": src in "biuf",
@@ -133,6 +177,26 @@ def _cast_exactly(arr: np.ndarray, dtype: DType, original: Any, copy: bool = Tru
         shown = original if np.size(original) <= 8 else f"array of {arr.dtype}"
         raise TypeError(f"Cannot convert {shown!r} to a tensor of dtype {dtype.name}")
     return cast
+
+
+def with_shape(array: np.ndarray, shape: Any) -> np.ndarray:
+    """``array`` as a tensor of ``shape``, as ``tf.constant(value, shape=shape)`` makes
+    it: a scalar or a one-element vector is broadcast, a value with as many elements
+    is reshaped; anything else (or a shape with unknown dims) is a TypeError."""
+    dims = TensorShape(shape).dims
+    if dims is None or None in dims:
+        raise TypeError(f"Expected a fully defined shape for a constant, got {shape!r}")
+    check_not_too_large(TensorShape(dims))
+    if array.shape == tuple(dims):
+        return array
+    if array.shape in ((), (1,)):
+        out = np.array(np.broadcast_to(array.reshape(()), dims))
+    elif array.size == math.prod(dims):
+        out = array.reshape(dims)
+    else:
+        raise TypeError(f"Expected Tensor's shape: {tuple(dims)}, but got {array.shape}.")
+    out.flags.writeable = False
+    return out
 
 
 def inferred_dtype(value: Any) -> DType:

@@ -102,6 +102,8 @@ def as_dtype(value: Any) -> DType:
     """The DType for a DType, a name (``"int32"``), a numpy dtype or a Python type."""
     if isinstance(value, DType):
         return value
+    if value is None:  # numpy would read None as float64: a placeholder(None) typo
+        raise TypeError("Cannot convert the argument `type_value`: None to a graphflow DType.")
     if isinstance(value, str):
         try:
             return _BY_NAME[value]

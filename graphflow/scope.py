@@ -15,7 +15,7 @@ from . import convert
 from .builder import as_operand, create_operation
 from .device_spec import canonical_device
 from .dtypes import DType, as_dtype
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, InvalidDTypeError
 from .graph import Graph, Operation, Output
 from .registry import OpDef, on_register, op_def as lookup_op_def
 
@@ -95,13 +95,19 @@ class Scope:
         return self._prefix + name
 
     # -- values ---------------------------------------------------------------
-    def constant(self, value: Any, dtype: DType | str | None = None, name: str | None = None) -> Output:
-        """A Const holding ``value`` (Python ints -> int32, floats -> float32)."""
+    def constant(self, value: Any, dtype: DType | str | None = None, shape: Any = None,
+                 name: str | None = None) -> Output:
+        """A Const holding ``value`` (Python ints -> int32, floats -> float32), as
+        ``tf.constant``: with ``shape``, a scalar or one-element value is broadcast and a
+        value of as many elements reshaped. A value that does not convert or fit is an
+        InvalidDTypeError (a TypeError, as in TensorFlow)."""
         dtype = as_dtype(dtype) if dtype is not None else None
         try:
             array = convert.to_array(value, dtype)
+            if shape is not None:
+                array = convert.with_shape(array, shape)
         except TypeError as e:
-            raise InvalidArgumentError(str(e)) from None
+            raise InvalidDTypeError(str(e)) from None
         return self.const(array, dtype=as_dtype(array.dtype), name=name)
 
     def variable(self, initial_value: Any, name: str | None = None,
