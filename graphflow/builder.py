@@ -13,8 +13,8 @@ from .dtypes import DType
 from .errors import InvalidArgumentError, InvalidDTypeError, OpError
 from .graph import Operation, Output, user_site
 from .inference import ShapeContext
-from .registry import OpDef
-from .shapes import TensorShape
+from .registry import OpDef, op_def as lookup_op_def
+from .shapes import TensorShape, check_not_too_large
 
 if TYPE_CHECKING:  # pragma: no cover
     from .scope import Scope
@@ -122,11 +122,11 @@ def _resolve_inputs(scope: "Scope", op_def: OpDef, node_name: str, values: dict,
                 raise InvalidArgumentError(
                     f"Expected list for '{spec.name}' argument to '{op_def.name}' Op, "
                     f"not {value!r}.")
-            items = [as_operand(v) or v for v in value]
+            items = [_operand_or_value(v) for v in value]
         else:
-            items = [as_operand(value) or value]
+            items = [_operand_or_value(value)]
         operands[spec.name] = items
-        if spec.is_list and spec.dtype is not None:
+        if spec.is_list:
             _check_list_type(op_def, spec, items)
         for item in items:
             if isinstance(item, Output):
@@ -135,21 +135,23 @@ def _resolve_inputs(scope: "Scope", op_def: OpDef, node_name: str, values: dict,
                         f"Input '{spec.name}' of '{op_def.name}' Op ({item.name}) must be from "
                         f"the same graph as the op")
                 _bind_type(op_def, spec, item.dtype, attrs)
-    # 2. Raw values become Consts of the bound (or their natural) dtype.
+    # 2. Raw values become Consts of the bound dtype, else of the attr's default dtype if
+    #    they convert to it exactly, else of their natural one; nested lists holding
+    #    Outputs become Packs. The raw items of a list whose type is still unbound each
+    #    take their own dtype, and must agree (TensorFlow's rule).
     groups = []
     for spec in op_def.inputs:
         items = []
+        unbound_list = spec.is_list and spec.dtype is None and spec.type_attr not in attrs
         for item in operands[spec.name]:
             if not isinstance(item, Output):
-                target = spec.dtype or (attrs.get(spec.type_attr) if spec.type_attr else None)
-                try:
-                    array = convert.to_array(item, target)
-                except TypeError as e:
-                    raise InvalidDTypeError(
-                        f"Input '{spec.name}' of '{op_def.name}' Op: {e}") from None
-                item = scope._constant_named(array, f"{node_name}/{spec.name}")
-                _bind_type(op_def, spec, item.dtype, attrs)
+                item = _raw_input(scope, op_def, spec, item, attrs, f"{node_name}/{spec.name}")
+                if not unbound_list:
+                    _bind_type(op_def, spec, item.dtype, attrs)
             items.append(item)
+        if unbound_list and items:
+            _check_list_type(op_def, spec, items)
+            _bind_type(op_def, spec, items[0].dtype, attrs)
         if spec.is_list:
             known = attrs.get(spec.number_attr)
             if known is not None and known != len(items):
@@ -165,14 +167,111 @@ def _resolve_inputs(scope: "Scope", op_def: OpDef, node_name: str, values: dict,
     return groups
 
 
+def _operand_or_value(value: Any) -> Any:
+    """The Output behind an Operand, else the raw value itself."""
+    operand = as_operand(value)
+    return value if operand is None else operand
+
+
 def _check_list_type(op_def: OpDef, spec, items: list) -> None:
-    """A list input of a fixed dtype: TensorFlow names the types of the whole list."""
+    """The Outputs of a list input share one dtype (the spec's, if it fixes one);
+    TensorFlow's error names the types of the whole list."""
     types = [item.dtype for item in items if isinstance(item, Output)]
-    if any(t != spec.dtype for t in types):
+    if spec.dtype is not None and any(t != spec.dtype for t in types):
         raise InvalidDTypeError(
             f"Tensors in list passed to '{spec.name}' of '{op_def.name}' Op have types "
             f"[{', '.join(t.name for t in types)}] that do not match expected type "
             f"{spec.dtype.name}.")
+    if spec.dtype is None and len(set(types)) > 1:
+        raise InvalidDTypeError(
+            f"Tensors in list passed to '{spec.name}' of '{op_def.name}' Op have types "
+            f"[{', '.join(t.name for t in types)}] that don't all match.")
+
+
+def _raw_input(scope: "Scope", op_def: OpDef, spec, value: Any, attrs: dict,
+               name: str) -> Output:
+    """The Output a raw input value becomes: a Const, or a Pack for nested lists
+    holding Outputs. A TypeError reads as an InvalidDTypeError naming the input."""
+    target = spec.dtype or attrs.get(spec.type_attr)
+    try:
+        try:
+            if target is None and spec.type_attr is not None \
+                    and not op_def.attrs[spec.type_attr].required:
+                try:  # TensorFlow's preferred dtype: the attr's default, when exact
+                    array = convert.to_array(value, op_def.attrs[spec.type_attr].default)
+                except TypeError:
+                    array = convert.to_array(value)
+            else:
+                array = convert.to_array(value, target)
+        except (TypeError, ValueError):
+            if not holds_output(value):  # looked for only now: a long list costs one walk
+                raise
+            return pack_nested(scope, value, target, name)
+    except TypeError as e:
+        if isinstance(e, OpError):
+            raise
+        raise InvalidDTypeError(f"Input '{spec.name}' of '{op_def.name}' Op: {e}") from None
+    return scope._constant_named(array, name)
+
+
+def holds_output(value: Any) -> bool:
+    """Whether a (nested) list or tuple holds an Operand somewhere."""
+    return isinstance(value, (list, tuple)) and any(
+        as_operand(v) is not None or holds_output(v) for v in value)
+
+
+def pack_nested(scope: "Scope", value: list | tuple, dtype: DType | None, name: str) -> Output:
+    """A nested list holding Outputs as one Output, packed as TensorFlow's autopacking
+    does: each level that holds an Output is a Pack (axis 0) of its items, raw items
+    becoming Consts of the dtype; the dtype is ``dtype``, else the first Output's. An
+    Output of another dtype is cast when ``dtype`` was asked for and differs from the
+    first Output's (TensorFlow casts then), else a TypeError."""
+    inferred = _first_output_dtype(value)
+    cast = dtype is not None and dtype != inferred
+    bare = type(scope)(scope.graph, _device=scope.device)
+    return _autopack(bare, value, dtype or inferred, cast, name)
+
+
+def _first_output_dtype(value: list | tuple) -> DType | None:
+    for v in value:
+        operand = as_operand(v)
+        if operand is not None:
+            return operand.dtype
+        if isinstance(v, (list, tuple)):
+            found = _first_output_dtype(v)
+            if found is not None:
+                return found
+    return None
+
+
+def _autopack(scope: "Scope", value: list | tuple, dtype: DType, cast: bool, name: str):
+    """An Output for the levels of ``value`` that hold one; the plain list otherwise."""
+    items, must_pack = [], False
+    for i, v in enumerate(value):
+        operand = as_operand(v)
+        if operand is not None:
+            if operand.dtype != dtype:
+                if not cast:
+                    raise TypeError(
+                        f"Cannot convert a list containing a tensor of dtype "
+                        f"{operand.dtype.name} to {dtype.name} (Tensor is: {operand!r})")
+                operand = create_operation(scope, lookup_op_def("Cast"), (operand, dtype),
+                                           name=f"{name}/{i}").outputs[0]
+            items.append(operand)
+            must_pack = True
+        elif isinstance(v, (list, tuple)):
+            packed = _autopack(scope, v, dtype, cast, f"{name}/{i}")
+            must_pack = must_pack or isinstance(packed, Output)
+            items.append(packed)
+        else:
+            items.append(v)
+    if not must_pack:
+        return items
+    tensors = [v if isinstance(v, Output)
+               else scope._constant_named(convert.to_array(v, dtype), f"{name}/{i}")
+               for i, v in enumerate(items)]
+    return create_operation(scope, lookup_op_def("Pack"), (tensors,), {"axis": 0},
+                            name=name).outputs[0]
 
 
 def _bind_type(op_def: OpDef, spec, dtype: DType, attrs: dict) -> None:
@@ -216,7 +315,8 @@ def _infer_shapes(op_def: OpDef, node_name: str, groups: list, attrs: dict,
     result = op_def.shape_function(ctx)
     if isinstance(result, TensorShape):
         result = [result]
-    result = [r if isinstance(r, TensorShape) else TensorShape(r) for r in (result or [])]
+    result = [check_not_too_large(r if isinstance(r, TensorShape) else TensorShape(r))
+              for r in (result or [])]
     if len(result) != num_outputs:
         raise InvalidArgumentError(
             f"shape function of {op_def.name} returned {len(result)} shapes for "

@@ -5,6 +5,7 @@ or None (unknown). All operations are pure: a TensorShape never changes.
 """
 from __future__ import annotations
 
+import math
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -71,9 +72,11 @@ class TensorShape:
         return self._dims is not None and None not in self._dims
 
     def num_elements(self) -> int | None:
+        """The number of elements, exact (a Python int: it never wraps); None unless
+        fully defined."""
         if not self.is_fully_defined():
             return None
-        return int(np.prod(self._dims, dtype=np.int64)) if self._dims else 1
+        return math.prod(self._dims)
 
     def __len__(self) -> int:
         if self._dims is None:
@@ -183,6 +186,24 @@ class TensorShape:
         if self._dims is None:
             return "<unknown>"
         return "[" + ",".join("?" if d is None else str(d) for d in self._dims) + "]"
+
+
+#: The most elements a tensor may have: TensorFlow counts them in an int64.
+MAX_ELEMENTS = 2 ** 63 - 1
+
+
+def check_not_too_large(shape: TensorShape) -> TensorShape:
+    """``shape``, or an InvalidArgumentError if TensorFlow rejects it as too large: its dims,
+    multiplied in order up to the first unknown one, pass int64 (TensorFlow's running
+    count, so [2**62, 4, 0] is too large while [0, 2**62, 4] and [2**62, None, 4] are not)."""
+    count = 1
+    for d in shape.dims or ():
+        if d is None:
+            break
+        count *= d
+        if count > MAX_ELEMENTS:
+            raise InvalidArgumentError(f"Shape {shape} is too large (more than 2**63 - 1 entries)")
+    return shape
 
 
 def as_shape(value) -> TensorShape:
