@@ -14,6 +14,8 @@ from graphflow.registry import BoolAttr, IntAttr, IntListAttr, ShapeAttr, Tensor
 from graphflow.shapes import TensorShape, debug_string
 
 NON_STRING_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
+INT32_MAX = 2 ** 31 - 1
+INT64_MAX = 2 ** 63 - 1
 
 # -- Const -----------------------------------------------------------------------
 Const = register_op(
@@ -109,7 +111,12 @@ def _shape_shape(ctx):
 @Shape.kernel("cpu")
 @Shape.kernel("gpu", T=NON_STRING_TYPES)
 def _shape(ctx, x):
-    return ctx.xp.array(x.shape, dtype=ctx.attrs["out_type"].as_numpy_dtype)
+    out_type = ctx.attrs["out_type"]
+    if out_type == int32:
+        for i, d in enumerate(x.shape):
+            if d > INT32_MAX:
+                raise InvalidArgumentError(f"Shape output type is 32-bit but dim {i} is {d}")
+    return ctx.xp.array(x.shape, dtype=out_type.as_numpy_dtype)
 
 
 Size = register_op("Size", inputs=["input: T"], outputs=["output: out_type"],
@@ -126,7 +133,11 @@ def _size_shape(ctx):
 @Size.kernel("cpu")
 @Size.kernel("gpu", T=NON_STRING_TYPES)
 def _size(ctx, x):
-    return ctx.xp.array(x.size, dtype=ctx.attrs["out_type"].as_numpy_dtype)
+    out_type = ctx.attrs["out_type"]
+    if out_type == int32 and x.size > INT32_MAX:
+        raise InvalidArgumentError(
+            "Number of elements was larger than representable by 32-bit output type")
+    return ctx.xp.array(x.size, dtype=out_type.as_numpy_dtype)
 
 
 Rank = register_op("Rank", inputs=["input: T"], outputs=["output: int32"],
@@ -152,35 +163,48 @@ Reshape = register_op("Reshape", inputs=["tensor: T", "shape: Tshape"], outputs=
                       doc="`tensor` with the same elements in `shape`; one dim may be -1 (inferred).")
 
 
-def _resolve_reshape(num_elements: int | None, dims: list[int | None], where: str = "") -> list:
-    """Fill in one unknown (-1) dim of ``dims`` from ``num_elements`` (static or run time)."""
-    unknown = [i for i, d in enumerate(dims) if d is None]
-    known = int(np.prod([d for d in dims if d is not None], dtype=np.int64))
-    if num_elements is None:
-        return dims
-    if not unknown:
-        if known != num_elements:
-            raise InvalidArgumentError(
-                f"Cannot reshape a tensor with {num_elements} elements to shape "
-                f"{debug_string(dims)} ({known} elements)")
-        return dims
-    if len(unknown) > 1:
-        return dims
-    if known == 0 or num_elements % known:
-        if known == 0 and num_elements == 0:
-            return dims
+def reshaped_dims(input_dims: list | None, sizes: list[int], static: bool = False) -> list:
+    """The output dims of Reshape: ``sizes`` (at most one -1, none below) with its -1
+    filled in as TensorFlow's kernel does, wherever the input dims it needs are known
+    (``input_dims`` None or a None dim: unknown at build time, ``static``). When
+    ``sizes`` has a 0, the input's zero dims are left out of the count the -1 is
+    inferred from, so reshape(zeros([0, 3]), [-1, 0]) is [3, 0] and [0, -1] is [0, 3].
+    InvalidArgumentError when the element counts cannot agree."""
+    out = [None if d == -1 else d for d in sizes]
+    if input_dims is None:
+        return out
+    product = math.prod(d for d in sizes if d > 0)
+    has_zero = 0 in sizes
+    total = 0 if 0 in input_dims else (None if None in input_dims else math.prod(input_dims))
+    if -1 in sizes:
+        if has_zero:  # an unknown input dim may be one of the zeros left out: count unknown
+            counted = [d for d in input_dims if d != 0]
+            count = None if None in counted else math.prod(counted)
+        else:
+            count = total
+        if count is not None:
+            missing = count // product
+            if not (has_zero and 0 in input_dims) and missing * product != count:
+                shown = "[" + ",".join(str(d) for d in sizes) + "]"
+                raise InvalidArgumentError(
+                    f"Cannot reshape a tensor with {count} elements to shape {shown}: the number "
+                    f"of elements is not a multiple of {product}" if static else
+                    f"Input to reshape is a tensor with {count} values, but the requested shape "
+                    f"requires a multiple of {product}")
+            out[sizes.index(-1)] = missing
+    if total is not None and None not in out and math.prod(out) != total:
         raise InvalidArgumentError(
-            f"Cannot reshape a tensor with {num_elements} elements to shape "
-            f"{'[' + ','.join('-1' if d is None else str(d) for d in dims) + ']'}: the number of "
-            f"elements is not a multiple of {known}")
-    dims = list(dims)
-    dims[unknown[0]] = num_elements // known
-    return dims
+            f"Cannot reshape a tensor with {total} elements to shape {debug_string(out)} "
+            f"({math.prod(out)} elements)" if static else
+            f"Input to reshape is a tensor with {total} values, but the requested shape has "
+            f"{math.prod(out)}")
+    return out
 
 
 @Reshape.shape_fn
 def _reshape_shape(ctx):
-    """`shape`, with a -1 dim inferred from the number of elements when known."""
+    """`shape`, with a -1 dim inferred as the kernel infers it wherever the input dims
+    it needs are known."""
     target = ctx.shape_value("shape")
     shape_shape = ctx.shape("shape")
     if shape_shape.rank is not None and shape_shape.rank > 1:
@@ -193,7 +217,8 @@ def _reshape_shape(ctx):
                         + " and ".join(str(i) for i in np.flatnonzero(value == -1)))
     if value is None:
         return target  # dims from a Pack are final values, not -1 placeholders
-    return TensorShape(_resolve_reshape(ctx.shape("tensor").num_elements(), target.as_list()))
+    sizes = [int(d) for d in value.reshape(-1).tolist()]
+    return TensorShape(reshaped_dims(ctx.shape("tensor").dims, sizes, static=True))
 
 
 @Reshape.kernel("cpu")
@@ -209,17 +234,7 @@ def _reshape(ctx, x, shape):
     for i, d in enumerate(dims):
         if d < -1:
             raise InvalidArgumentError(f"Size {i} must be non-negative, not {d}")
-    size = int(x.size)
-    known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
-    if unknown:
-        if known == 0 and size != 0 or known and size % known:
-            raise InvalidArgumentError(f"Input to reshape is a tensor with {size} values, but the "
-                                       f"requested shape requires a multiple of {known}")
-        dims[unknown[0]] = size // known if known else 0
-    elif known != size:
-        raise InvalidArgumentError(f"Input to reshape is a tensor with {size} values, but the "
-                                   f"requested shape has {known}")
-    return x.reshape(dims)
+    return x.reshape(reshaped_dims(list(x.shape), dims))
 
 
 # -- Range -------------------------------------------------------------------------
@@ -229,16 +244,28 @@ Range = register_op("Range", inputs=["start: Tidx", "limit: Tidx", "delta: Tidx"
                     doc="[start, start + delta, ...] up to but excluding `limit`.")
 
 
-def _range_size(start, limit, delta, integer: bool) -> int:
+def _range_size(start, limit, delta, dtype) -> int:
+    """The length of range(start, limit, delta) of ``dtype``, as TensorFlow's kernel
+    computes it (floats in the dtype's own precision; ints exactly, so nothing wraps),
+    with its errors: also for NaN, which fails the order checks, and for a length past
+    int64 (an infinite limit, or an absurdly small delta)."""
     if delta == 0:
         raise InvalidArgumentError(f"Requires delta != 0: {delta}")
-    if delta > 0 and start > limit:
-        raise InvalidArgumentError(f"Requires start <= limit when delta > 0: {start}/{limit}")
-    if delta < 0 and start < limit:
+    if delta > 0:
+        if not start <= limit:
+            raise InvalidArgumentError(f"Requires start <= limit when delta > 0: {start}/{limit}")
+    elif not start >= limit:
         raise InvalidArgumentError(f"Requires start >= limit when delta < 0: {start}/{limit}")
-    if integer:
-        return int((abs(int(limit) - int(start)) + abs(int(delta)) - 1) // abs(int(delta)))
-    return int(np.ceil(abs((float(limit) - float(start)) / float(delta))))
+    if dtype.is_integer:
+        size = (abs(int(limit) - int(start)) + abs(int(delta)) - 1) // abs(int(delta))
+    else:
+        t = dtype.as_numpy_dtype.type
+        with np.errstate(all="ignore"):
+            size = np.ceil(np.abs((t(limit) - t(start)) / t(delta)))
+        size = int(size) if np.isfinite(size) else INT64_MAX + 1
+    if size > INT64_MAX:
+        raise InvalidArgumentError(f"Requires ((limit - start) / delta) <= {INT64_MAX}")
+    return size
 
 
 @Range.shape_fn
@@ -252,7 +279,7 @@ def _range_shape(ctx):
     if any(v is None for v in values):
         return TensorShape([None])
     start, limit, delta = (v.item() for v in values)
-    return TensorShape([_range_size(start, limit, delta, ctx.attr("Tidx").is_integer)])
+    return TensorShape([_range_size(start, limit, delta, ctx.attr("Tidx"))])
 
 
 @Range.kernel("cpu")
@@ -263,7 +290,7 @@ def _range(ctx, start, limit, delta):
         if np.ndim(v) != 0:
             raise InvalidArgumentError(f"{name} must be a scalar, not shape {list(np.shape(v))}")
     s, l, d = start.item(), limit.item(), delta.item()
-    n = _range_size(s, l, d, dtype.is_integer)
+    n = _range_size(s, l, d, dtype)
     ctx.check_allocation(n, dtype.as_numpy_dtype)
     xp = ctx.xp
     return (s + xp.arange(n, dtype=np.float64 if dtype.is_floating else np.int64) * d).astype(
@@ -280,7 +307,7 @@ def _range_bounds(output):
     dtype = output.dtype
     s, l, d = (v.item() for v in values)
     try:
-        n = _range_size(s, l, d, dtype.is_integer)
+        n = _range_size(s, l, d, dtype)
     except InvalidArgumentError:
         return None  # the kernel raises it when the graph runs
     if n == 0:
@@ -293,7 +320,8 @@ def _range_bounds(output):
 # -- Cast --------------------------------------------------------------------------
 Cast = register_op("Cast", inputs=["x: SrcT"], outputs=["y: DstT"],
                    attrs={"SrcT": TypeAttr(), "DstT": TypeAttr(), "Truncate": BoolAttr(False)},
-                   doc="`x` converted to DstT (complex to real keeps the real part).")
+                   doc="`x` converted to DstT (complex to real keeps the real part); floats "
+                       "round to nearest, or toward zero with Truncate=True.")
 
 
 @Cast.shape_fn
@@ -309,7 +337,35 @@ def _cast(ctx, x):
     xp = ctx.xp
     if x.dtype.kind == "c" and dst.kind != "c":
         x = xp.real(x)
+    if ctx.attrs["Truncate"] and x.dtype.kind in "fc" and dst.kind in "fc":
+        x = _truncated(x, dst, xp)
+    if dst == np.float16 and x.dtype in (np.float64, np.complex128):
+        x = x.astype(np.float32)  # Eigen rounds double -> half through float: twice
     return x.astype(dst, copy=True)  # NaN to int and overflow: no warning, as in TF
+
+
+def _truncated(x, dst: np.dtype, xp):
+    """``x`` without the low significand bits ``dst`` cannot hold (NaN kept), so that the
+    cast after it rounds toward zero: TensorFlow's Truncate=True. A complex ``x`` is
+    cut in both parts. (TensorFlow cuts float64 -> complex64 by 53 bits, dropping an
+    exponent bit too; this cuts it by 29, as float64 -> float32.)"""
+    cut = np.finfo(x.dtype).nmant - np.finfo(dst).nmant
+    if cut <= 0:
+        return x
+    if x.dtype.kind == "c":
+        out = xp.empty_like(x)
+        out.real = _zero_low_bits(x.real, cut, xp)
+        out.imag = _zero_low_bits(x.imag, cut, xp)
+        return out
+    return _zero_low_bits(x, cut, xp)
+
+
+def _zero_low_bits(x, n: int, xp):
+    """The floats ``x`` with the ``n`` low bits of their representation cleared, NaN kept."""
+    uint = np.dtype(f"u{x.dtype.itemsize}")
+    keep = uint.type(((1 << (8 * x.dtype.itemsize)) - 1) ^ ((1 << n) - 1))
+    cleared = (xp.ascontiguousarray(x).view(uint) & keep).view(x.dtype)
+    return xp.where(xp.isnan(x), x, cleared)
 
 
 # -- Fill, ZerosLike, OnesLike -----------------------------------------------------

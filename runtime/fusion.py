@@ -131,6 +131,8 @@ def _fusible(op: Operation, fed: Collection[Output], waited_on: set[Operation]) 
         return False
     if op.type == "Cast" and dtypes[0].kind == "f" and dtypes[1].kind in "iu":
         return False  # undefined for NaN and out of range: left to the Cast kernel
+    if op.type == "Cast" and op.attrs.get("Truncate"):
+        return False  # rounding toward zero: the Cast kernel's bit operations
     if op.type in ("Maximum", "Minimum") and dtypes[0].kind == "f" \
             and minmax_rules()[op.type] is None:
         return False
