@@ -12,6 +12,7 @@ import threading
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from . import operators
 from .dtypes import DType
 from .errors import InvalidArgumentError, NotFoundError
 from .shapes import TensorShape
@@ -54,6 +55,70 @@ class Output:
 
     def __repr__(self) -> str:
         return f"<gf.Output '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
+
+    # -- Python operators, as tf.Tensor's in graph mode (graphflow.operators) ---------
+    #: numpy hands ``array + x`` to ``x.__radd__`` instead of looping over the array.
+    __array_priority__ = 100
+
+    def __bool__(self):
+        raise TypeError(
+            f"Using a graphflow Output as a Python bool is not allowed: {self.name} has a "
+            f"value only when a Session runs it. Build the condition into the graph "
+            f"(e.g. scope.select_v2), or compare Outputs with `is`.")
+
+    def __add__(self, other):
+        return operators.binary("add", self, other, self)
+
+    def __radd__(self, other):
+        return operators.binary("add", other, self, self)
+
+    def __sub__(self, other):
+        return operators.binary("sub", self, other, self)
+
+    def __rsub__(self, other):
+        return operators.binary("sub", other, self, self)
+
+    def __mul__(self, other):
+        return operators.binary("mul", self, other, self)
+
+    def __rmul__(self, other):
+        return operators.binary("mul", other, self, self)
+
+    def __truediv__(self, other):
+        return operators.truediv(self, other, self)
+
+    def __rtruediv__(self, other):
+        return operators.truediv(other, self, self)
+
+    def __neg__(self):
+        return operators.unary("neg", self)
+
+    def __lt__(self, other):
+        return operators.binary("less", self, other, self)
+
+    def __gt__(self, other):
+        return operators.binary("greater", self, other, self)
+
+    def __and__(self, other):
+        return operators.binary("logical_and", self, other, self)
+
+    def __rand__(self, other):
+        return operators.binary("logical_and", other, self, self)
+
+    def __or__(self, other):
+        return operators.binary("logical_or", self, other, self)
+
+    def __ror__(self, other):
+        return operators.binary("logical_or", other, self, self)
+
+    def __xor__(self, other):
+        return operators.logical_xor(self, other, self)
+
+    def __rxor__(self, other):
+        return operators.logical_xor(other, self, self)
+
+    def __invert__(self):
+        return operators.unary("logical_not", self)
 
 
 class Operation:
