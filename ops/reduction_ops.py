@@ -110,7 +110,9 @@ def reduce_sum(self: Scope, input, axis=None, keep_dims: bool | None = None, *,
     keep = bool(keep_dims if keep_dims is not None else keepdims or False)
     helpers = self._replace(_op_name=None)  # a with_name() name belongs to the Sum itself
     if axis is None:
-        operand = as_operand(input) or helpers.constant(input)
+        operand = as_operand(input)  # never `or`: an Output is no Python bool
+        if operand is None:
+            operand = helpers.constant(input)
         rank = operand.shape.rank
         axis = (np.arange(rank, dtype=np.int32) if rank is not None
                 else helpers.range(0, helpers.rank(operand), 1))
