@@ -23,7 +23,6 @@ whose length is the int attr N), ``"outputs: num_partitions * T"``.
 """
 from __future__ import annotations
 
-import math
 import re
 import threading
 from dataclasses import dataclass, field, replace
@@ -34,7 +33,7 @@ import numpy as np
 from . import dtypes as _dt
 from .dtypes import DType, as_dtype
 from .errors import InvalidArgumentError, InvalidDTypeError, NotFoundError
-from .shapes import TensorShape, as_shape
+from .shapes import TensorShape, as_shape, check_not_too_large
 
 _REQUIRED = object()
 
@@ -120,8 +119,10 @@ class Attr:
                 value = as_shape(value)
             except (TypeError, ValueError) as e:
                 raise bad(f"expected a shape, got {value!r}: {e}") from None
-            if value.rank is not None and math.prod(d or 1 for d in value.dims) > INT64_MAX:
-                raise bad(f"shape {value} has more than {INT64_MAX} elements")
+            try:
+                check_not_too_large(value)  # TensorFlow's count, as for every op's outputs
+            except InvalidArgumentError as e:
+                raise bad(e.message) from None
         elif self.kind == "list(int)":
             if not isinstance(value, (list, tuple)):
                 raise bad(f"expected a list of ints, got {value!r}")
