@@ -120,6 +120,13 @@ class Output:
     def __invert__(self):
         return operators.unary("logical_not", self)
 
+    def __getitem__(self, key):
+        return operators.getitem(self, key)
+
+    def __iter__(self):
+        raise TypeError(f"Iterating over a graphflow Output ({self.name}) is not allowed: it "
+                        f"has a value only when a Session runs it.")
+
 
 class Operation:
     """A node: its type, name, inputs, control inputs, attrs, requested device, outputs."""

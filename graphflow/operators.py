@@ -5,17 +5,20 @@ bool Outputs, ``&``, ``|``, ``^``, ``~`` build an op in the Output's graph, on i
 op's device (a plain Scope: no name prefix, no control dependencies). A raw operand
 becomes a Const of the Output's dtype, exactly or not at all (``x + 1.5`` on int32
 is a TypeError, as in TensorFlow). ``x / y`` is TensorFlow's ``truediv``: integers
-divide as float32 (8 and 16 bits) or float64 (32 and 64 bits). ``==`` and ``!=``
-stay identity (Outputs are dict keys), as in TensorFlow's graph mode; ``<=``,
-``>=`` and the other operators are left out until the ops they need exist.
+divide as float32 (8 and 16 bits) or float64 (32 and 64 bits). ``x[...]`` takes
+ints, slices of step 1, ``...`` and None (Slice, Squeeze, ExpandDims). ``==`` and
+``!=`` stay identity (Outputs are dict keys), as in TensorFlow's graph mode;
+``<=``, ``>=`` and the other operators are left out until the ops they need exist.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from .dtypes import (DType, float32, float64, int8, int16, int32, int64, uint8, uint16,
                      uint32, uint64)
-from .errors import InvalidDTypeError
+from .errors import InvalidArgumentError, InvalidDTypeError, UnimplementedError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .graph import Output
@@ -82,3 +85,88 @@ def _as_output(scope: "Scope", value: Any, dtype: DType | None = None,
         except InvalidDTypeError:
             pass
     return scope.constant(value, dtype=dtype)
+
+
+def getitem(x: "Output", key: Any) -> "Output":
+    """``x[key]`` as TensorFlow's ``__getitem__`` reads it, for the keys a Slice can
+    serve: ints (negative ones count from the end of a known dim), slices of step 1
+    (clamped as Python's), ``...`` and None (a new dim of 1). An int index outside a
+    known dim is an InvalidArgumentError at build time; a step other than 1, and a
+    negative index, a negative start or any stop on a dim unknown at build time, are an
+    UnimplementedError (they need a strided slice)."""
+    rank = x.shape.rank
+    if rank is None:
+        raise UnimplementedError(f"Indexing {x.name} needs its rank, unknown at build time")
+    items = list(key) if isinstance(key, tuple) else [key]
+    for item in items:
+        if not (item is None or item is Ellipsis or isinstance(item, slice)
+                or _is_int(item)):
+            raise TypeError(f"Only integers, slices (`:`), ellipsis (`...`) and None "
+                            f"(`newaxis`) are valid indices of an Output, got {item!r}")
+    if sum(item is Ellipsis for item in items) > 1:
+        raise InvalidArgumentError("An index can only have a single ellipsis ('...')")
+    consumed = sum(item is not None and item is not Ellipsis for item in items)
+    if consumed > rank:
+        raise InvalidArgumentError(
+            f"Index {key!r} has {consumed} indices for {x.name} of rank {rank}")
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        items[at:at + 1] = [slice(None)] * (rank - consumed)
+    else:
+        items += [slice(None)] * (rank - consumed)
+    begin, size, squeezed, new_axes = [], [], [], []
+    dim, out_pos = 0, 0
+    for item in items:
+        if item is None:
+            new_axes.append(out_pos)
+            out_pos += 1
+            continue
+        b, n = _slice_bounds(x, dim, item)
+        begin.append(b)
+        size.append(n)
+        if isinstance(item, slice):
+            out_pos += 1
+        else:
+            squeezed.append(dim)
+        dim += 1
+    scope = scope_of(x)
+    out = x
+    if any(b != 0 or n != -1 for b, n in zip(begin, size)):
+        index_type = "int64" if max(map(abs, begin + size), default=0) > 2 ** 31 - 1 else "int32"
+        out = scope.slice(x, np.array(begin, index_type), np.array(size, index_type))
+    if squeezed:
+        out = scope.squeeze(out, squeeze_dims=squeezed)
+    for axis in new_axes:
+        out = scope.expand_dims(out, axis)
+    return out
+
+
+def _is_int(item: Any) -> bool:
+    return isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))
+
+
+def _slice_bounds(x: "Output", dim: int, item: Any) -> tuple[int, int]:
+    """(begin, size) of a Slice for one index of dim ``dim``; size -1: the rest."""
+    d = x.shape[dim]
+    if not isinstance(item, slice):
+        k = int(item)
+        if d is not None:
+            if not -d <= k < d:
+                raise InvalidArgumentError(f"slice index {k} of dimension {dim} out of bounds "
+                                           f"for {x.name} of shape {x.shape}")
+            return k % d, 1
+        if k < 0:
+            raise UnimplementedError(f"Index {k} counts from the end of dim {dim} of {x.name}, "
+                                     f"whose size is unknown at build time")
+        return k, 1
+    if item.step not in (None, 1):
+        raise UnimplementedError(f"Slices of step {item.step} need a strided slice, which "
+                                 f"graphflow does not have yet; only step 1 is supported")
+    if d is not None:
+        start, stop, _ = item.indices(d)
+        return start, max(0, stop - start)
+    start = 0 if item.start is None else int(item.start)
+    if start < 0 or item.stop is not None:
+        raise UnimplementedError(f"Slice {item} of dim {dim} of {x.name} needs the dim's "
+                                 f"size, which is unknown at build time")
+    return start, -1
