@@ -93,7 +93,9 @@ def _sum(ctx, x, axis):
     axes = reduction_axes(axis.reshape(-1).tolist(), x.ndim)
     keep_dims = ctx.attrs["keep_dims"]
     out = ctx.empty(_reduced_dims(list(x.shape), axes, keep_dims), x.dtype)
-    if x.dtype == np.float16:  # as TensorFlow's GPU kernel: a float32 sum, rounded once
+    if not axes:  # nothing to reduce: a copy
+        out[...] = x
+    elif x.dtype == np.float16:  # as TensorFlow's GPU kernel: a float32 sum, rounded once
         out[...] = ctx.xp.sum(x, axis=axes, dtype=np.float32, keepdims=keep_dims)
     else:  # in the input's type: integers wrap around, as in TensorFlow
         ctx.xp.sum(x, axis=axes, dtype=x.dtype, keepdims=keep_dims, out=out)
