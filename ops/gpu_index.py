@@ -11,8 +11,7 @@ output, and how slices are read.
   bad tuple.
 * ``scatter`` applies ``[n, slice_size]`` updates with one CUDA thread per
   updated element: an atomic add/min/max where the dtype has an atomic, else, and
-  always under
-  ``SessionConfig(deterministic=True)``, a stable sort of the offsets and a
+  always under ``SessionConfig(deterministic=True)``, a stable sort of the offsets and a
   segmented reduce with one thread per (target slice, element) that combines
   the updates in index order, starting from the value already there. That is
   exactly what the CPU computes (sums in index order, last update wins, NaN
