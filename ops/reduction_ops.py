@@ -119,8 +119,6 @@ def reduce_sum(self: Scope, input, axis=None, keep_dims: bool | None = None, *,
         axis = (np.arange(rank, dtype=np.int32) if rank is not None
                 else helpers.range(0, helpers.rank(operand), 1))
         input = operand
-    elif as_operand(axis) is None and np.size(axis) == 0:
-        axis = np.zeros(0, np.int32)  # [] would otherwise become a float Const
     return self.create_op(Sum, input, axis, keep_dims=keep, name=name)
 
 

@@ -21,7 +21,7 @@ NON_STRING_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
 # -- Slice -----------------------------------------------------------------------------
 Slice = register_op(
     "Slice", inputs=["input: T", "begin: Index", "size: Index"], outputs=["output: T"],
-    attrs={"T": TypeAttr(), "Index": TypeAttr(INDEX_TYPES)},
+    attrs={"T": TypeAttr(), "Index": TypeAttr(INDEX_TYPES, int32)},
     doc="input[begin[i] : begin[i] + size[i]] in every dim i, a new array; size[i] = -1 "
         "takes the rest of dim i.")
 
