@@ -311,3 +311,45 @@ def _conj(ctx, x):
 @Conj.gradient
 def _conj_grad(g, grad):
     return [conj(g.scope, grad)]
+
+
+# -- integer division (FloorDiv, FloorMod) ------------------------------------------------
+INTEGER_TYPES = tuple(t for t in REAL_NUMBER_TYPES if t.is_integer)
+
+
+def _integer_division(name: str, fn, doc: str, aliases=()):
+    """An integer op x (op) y, broadcasting; a zero divisor is TensorFlow's run-time error
+    (only where an output element needs it: an empty result divides nothing)."""
+    op = register_op(name, inputs=["x: T", "y: T"], outputs=["z: T"],
+                     attrs={"T": TypeAttr(INTEGER_TYPES)}, doc=doc, aliases=aliases)
+
+    @op.shape_fn
+    def _shape(ctx):
+        """broadcast(x.shape, y.shape)."""
+        return broadcast_shapes(ctx, "x", "y")
+
+    @op.kernel("cpu")
+    @op.kernel("gpu")
+    def _kernel(ctx, x, y, _fn=fn):
+        try:
+            shape = np.broadcast_shapes(x.shape, y.shape)
+        except ValueError:
+            raise incompatible_shapes(x, y) from None
+        if math.prod(shape) == 0:
+            return ctx.xp.zeros(shape, x.dtype)
+        ctx.check_allocation(math.prod(shape), x.dtype)
+        if not bool(y.all()):
+            raise InvalidArgumentError("Integer division by zero")
+        with np.errstate(over="ignore"):  # MIN // -1 wraps to MIN, as TensorFlow's
+            return _fn(x, y)
+
+    op.not_differentiable()
+    return op
+
+
+FloorDiv = _integer_division(
+    "FloorDiv", np.floor_divide, "x // y for integers, rounded toward -infinity (Python's //); "
+    "a zero divisor is an error.", aliases=("floordiv",))
+FloorMod = _integer_division(
+    "FloorMod", np.mod, "x - y * (x // y) for integers: the remainder has the sign of y "
+    "(Python's %); a zero divisor is an error.", aliases=("floormod", "mod"))

@@ -205,3 +205,43 @@ def test_identity_and_noop(scope, run):
     x = scope.constant([1, 2])
     assert run(scope.identity(x)).tolist() == [1, 2]
     assert run(scope.no_op()) is None
+
+
+# -- FloorDiv / FloorMod: Python's // and % on integers ----------------------------------
+INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+@pytest.mark.parametrize("name, python_op", [("floor_div", lambda a, b: a // b),
+                                             ("floor_mod", lambda a, b: a % b)])
+def test_floor_div_and_mod_are_pythons(scope, run, dtype, name, python_op):
+    info = np.iinfo(dtype)
+    values = [v for v in (info.min, -9, -7, -1, 0, 1, 6, 7, 9, info.max) if info.min <= v]
+    divisors = [d for d in (info.min, -3, -2, -1, 1, 2, 3, info.max) if info.min <= d and d]
+    x = np.array(values, dtype).reshape(-1, 1)
+    y = np.array(divisors, dtype).reshape(1, -1)
+    out = getattr(scope, name)(x, y)
+    assert out.shape == gf.TensorShape([len(values), len(divisors)])
+    expected = [[python_op(int(a), int(b)) for b in divisors] for a in values]
+    if dtype in (np.int8, np.int16, np.int32, np.int64):  # MIN // -1 wraps to MIN, as TF's
+        expected = [[e if e <= info.max else info.min for e in row] for row in expected]
+    got = run(out)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got.astype(object), np.array(expected, dtype=object))
+
+
+def test_floor_div_and_mod_zero_divisor_and_types(scope, run):
+    for name in ("floor_div", "floor_mod"):
+        op = getattr(scope, name)
+        bad = op(np.array([7, 1], np.int32), np.array([0, 1], np.int32), name=f"{name}_by_zero")
+        with pytest.raises(InvalidArgumentError, match=f"Integer division by zero.*{name}_by_zero"):
+            run(bad)
+        # an empty result divides nothing: no error (as TensorFlow)
+        assert run(op(np.zeros([0], np.int64), np.int64(0))).shape == (0,)
+        with pytest.raises(gf.errors.InvalidDTypeError):
+            op(np.array([1.5], np.float32), np.array([2.0], np.float32))
+        with pytest.raises(InvalidArgumentError, match="Dimensions must be equal"):
+            op(np.ones([2], np.int32), np.ones([3], np.int32))
+    # TF's Python names are aliases
+    assert run(scope.floordiv(-7, 2)) == -4 and run(scope.mod(-7, 2)) == 1
+    assert run(scope.floormod(7, -2)) == -1

@@ -50,6 +50,8 @@ EXAMPLES = {
     "NotEqual": lambda s: (s.not_equal([1.0, np.nan], [1.0, np.nan]), {}),
     "Less": lambda s: (s.less([1, 2], [2, 2]), {}),
     "Greater": lambda s: (s.greater([1, 2], [2, 1]), {}),
+    "FloorDiv": lambda s: (s.floor_div(np.array([7, -7], np.int64), [2, 2]), {}),
+    "FloorMod": lambda s: (s.floor_mod([7, -7], np.array([-2], I32)), {}),
     "Neg": lambda s: (s.neg(np.array([1 - 1j], np.complex128)), {}),
     "LogicalAnd": lambda s: (s.logical_and([True, False], [True, True]), {}),
     "LogicalOr": lambda s: (s.logical_or([True, False], [False, False]), {}),
