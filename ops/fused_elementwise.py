@@ -29,6 +29,7 @@ from numba.core.errors import NumbaError
 from graphflow import errors
 from graphflow.errors import OpError
 from graphflow.kernel_context import KernelContext
+from graphflow.memory_limit import limit_outputs
 from graphflow.registry import IntAttr, TypeAttr, register_op
 
 FusedElementwise = register_op(
@@ -176,7 +177,8 @@ def _per_node(ctx):
         member_ctx = KernelContext(op.name, op.type, op.attrs, device=ctx.device, xp=ctx.xp,
                                    config=ctx.config, memory_limit=ctx.memory_limit,
                                    buffers=ctx.buffers)
-        steps.append((op, found.fn, member_ctx, operands))
+        # each node held to the memory limit, as when it runs alone
+        steps.append((op, limit_outputs(found.fn, op, member_ctx), member_ctx, operands))
     n_in = len(program.inputs)
     outputs = tuple(n_in + i for i in program.outputs)
 

@@ -7,7 +7,7 @@ Folding runs a node's CPU kernel, so it happens only in sessions whose devices
 are all CPUs: a node placed on a GPU keeps the GPU's semantics (an out-of-bound
 index skipped, duplicates in any order). Not folded: stateful ops, nodes with control inputs (their order matters), fed
 outputs, and outputs past ``MAX_FOLDED_BYTES`` (a constant is kept for the plan's
-life). A node whose kernel fails is left to fail at run time, with the error it
+life) or past the session's memory limit (they fail at run time). A node whose kernel fails is left to fail at run time, with the error it
 always had.
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ from graphflow.kernel_context import KernelContext
 from graphflow.registry import op_def
 
 from .device import Device
+from .steps import checked_kernel
 
 #: Outputs larger than this stay computed at run time.
 MAX_FOLDED_BYTES = 1 << 20
@@ -64,21 +65,25 @@ def _evaluate(op: Operation, args: list, host: Device, config) -> list[np.ndarra
     kernel = op.op_def.find_kernel("cpu", dict(op.attrs))
     if kernel is None:
         return None
+    # an output past the session's memory limit is not folded: it fails at run time
+    limit = MAX_FOLDED_BYTES if config.memory_limit_bytes is None else min(
+        MAX_FOLDED_BYTES, config.memory_limit_bytes)
     ctx = KernelContext(op.name, op.type, op.attrs, device=host, config=config,
-                        memory_limit=min(MAX_FOLDED_BYTES, config.memory_limit_bytes or MAX_FOLDED_BYTES))
+                        memory_limit=limit)
+    fn = checked_kernel(kernel.fn, op, host)  # a user kernel's bad result is not folded
     grouped, k = [], 0
     for n, spec in zip(op.arg_lengths, op.op_def.inputs):
         grouped.append(args[k:k + n] if spec.is_list else args[k])
         k += n
     try:
         with np.errstate(all="ignore"):
-            result = kernel.fn(ctx, *grouped)
+            result = fn(ctx, *grouped)
     except (OpError, ValueError, TypeError, ArithmeticError, IndexError, MemoryError):
         return None  # it fails at run time, as it always did
     single = len(op.outputs) == 1 and not any(spec.is_list for spec in op.op_def.outputs)
     results = [result] if single else list(result)
     if len(results) != len(op.outputs) or not all(
-            isinstance(r, (np.ndarray, np.generic)) and r.nbytes <= MAX_FOLDED_BYTES for r in results):
+            isinstance(r, (np.ndarray, np.generic)) and r.nbytes <= limit for r in results):
         return None
     frozen = []
     for r in results:

@@ -16,6 +16,7 @@ import numpy as np
 from graphflow.errors import InternalError
 from graphflow.graph import Operation
 from graphflow.kernel_context import KernelContext
+from graphflow.memory_limit import limit_outputs
 
 from .device import Device
 
@@ -53,11 +54,12 @@ class KernelStep(Step):
     ctx: KernelContext | None = None
 
     def kernel(self) -> Callable:
-        """The kernel function as this step calls it: bound to its device, and held to
-        the op's promise of fresh outputs."""
+        """The kernel function as this step calls it: bound to its device, a user op's
+        kernel checked (:func:`checked_kernel`), and held to the memory limit
+        (graphflow/memory_limit.py). Needs the step's context."""
         op = self.op
         fn = op.op_def.find_kernel(self.device.device_type, dict(op.attrs)).fn
-        return self.device.bind(_private_outputs(fn, op) if op.op_def.fresh_outputs else fn)
+        return limit_outputs(self.device.bind(checked_kernel(fn, op, self.device)), op, self.ctx)
 
     def compile(self, release: Sequence[int], release_fn) -> Callable:
         return _kernel_closure(self, tuple(release), release_fn)
@@ -129,33 +131,72 @@ def _kernel_closure(step: KernelStep, release: tuple[int, ...], release_fn) -> C
     return run
 
 
-def _private_outputs(fn: Callable, op: Operation) -> Callable:
-    """``fn`` held to its op's promise of fresh outputs (``register_op``'s
-    ``fresh_outputs=True``, which lets later nodes write into them): an output that is
-    not provably private is copied. Private means it owns its memory (not a view of an
-    input, or of anything) and nothing else holds it (not an input itself, nor a
-    buffer the kernel keeps in a global or in ``ctx.cache``: its reference count says
-    so). graphflow's own kernels are trusted (their tests check it) and run unwrapped."""
-    if getattr(fn, "__module__", "").startswith("graphflow."):
+def checked_kernel(fn: Callable, op: Operation, device: Device) -> Callable:
+    """``fn``, a kernel of ``op`` on ``device``, as the runtime may call it. graphflow's
+    own kernels are trusted (their tests check them) and run as they are. A user op's
+    kernel is held to what later steps rely on: one array of the device per declared
+    output, of the declared dtype (else an InternalError naming the op and the kernel,
+    never a wrong value passed on); and with ``fresh_outputs`` (``register_op``'s
+    default, which lets later nodes write into its outputs), outputs that are
+    provably private: an output that is a view (of an input, or of anything) or that
+    something else holds (an input itself, a buffer kept in a global or in
+    ``ctx.cache``: its reference count says so) is copied."""
+    if (getattr(fn, "__module__", None) or "").startswith("graphflow."):
         return fn
-    single = len(op.outputs) == 1 and not any(spec.is_list for spec in op.op_def.outputs)
+    kernel_name = f"{getattr(fn, '__module__', None)}.{getattr(fn, '__qualname__', fn)}"
+    declared = [o.dtype for o in op.outputs]
+    dtypes = [d.as_numpy_dtype for d in declared]
+    n_out = len(dtypes)
+    single = n_out == 1 and not any(spec.is_list for spec in op.op_def.outputs)
+    fresh = op.op_def.fresh_outputs
+    holds = device.holds
     getrefcount = sys.getrefcount
+    ndarray = np.ndarray
 
-    def private(value):
-        # held by: this frame's ``value`` and getrefcount's argument; a list result adds one
-        if isinstance(value, np.ndarray) and (value.base is not None or getrefcount(value) > limit):
-            return value.copy()
-        return value
+    def bad(what: str) -> InternalError:
+        return InternalError(f"Kernel {kernel_name} of op '{op.type}' {what}")
+
+    def check(value, i: int) -> None:
+        if value is None or not holds(value):
+            raise bad(f"returned {_described(value)} for output {i}, which must be an array "
+                      f"of {device.name}")
+        dtype = getattr(value, "dtype", None)
+        if dtype is not None and dtype != dtypes[i]:
+            raise bad(f"returned an array of dtype {dtype} for output {i}, which is declared "
+                      f"{declared[i].name}")
 
     if single:
-        limit = 2
+        dtype0 = dtypes[0]
 
         def checked(ctx, *args):
             value = fn(ctx, *args)
-            return private(value)
-    else:
-        limit = 3
+            if type(value) is not ndarray or value.dtype != dtype0:
+                check(value, 0)
+            # held by ``value`` and getrefcount's argument when nothing else holds it
+            if fresh and type(value) is ndarray and (
+                    value.base is not None or getrefcount(value) > 2):
+                value = value.copy()
+            return value
+        return checked
 
-        def checked(ctx, *args):
-            return [private(v) for v in fn(ctx, *args)]
-    return checked
+    def checked_list(ctx, *args):
+        result = fn(ctx, *args)
+        if not isinstance(result, (list, tuple)):
+            raise bad(f"returned {_described(result)}, where a list of {n_out} arrays is due")
+        if len(result) != n_out:
+            raise bad(f"returned {len(result)} values for {n_out} outputs")
+        values = list(result)
+        del result
+        for i in range(n_out):
+            value = values[i]
+            check(value, i)
+            # held by ``values``, ``value`` and getrefcount's argument when private
+            if fresh and type(value) is ndarray and (
+                    value.base is not None or getrefcount(value) > 3):
+                values[i] = value.copy()
+        return values
+    return checked_list
+
+
+def _described(value) -> str:
+    return "None" if value is None else f"a value of type {type(value).__name__}"
