@@ -405,7 +405,9 @@ def test_slice_static_shapes_as_tensorflow(scope):
     assert scope.slice(anything, unknown2, scope.placeholder(gf.int32)).shape.as_list() == \
         [None, None]
     assert scope.slice(anything, [0, 0, 0], [1, -1, 2]).shape.as_list() == [1, None, 2]
-    assert scope.slice(x, np.array([1, 0], np.int64), [1, 1]).op.get_attr("Index") == gf.int64
+    begin64 = scope.constant(np.array([1, 0], np.int64))
+    assert scope.slice(x, begin64, [1, 1]).op.get_attr("Index") == gf.int64
+    assert scope.slice(1.0, [], []).shape == gf.TensorShape([])
 
 
 @pytest.mark.parametrize("shape, begin, size, message", [
