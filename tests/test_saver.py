@@ -172,6 +172,7 @@ def test_saver_argument_errors(tmp_path):
     a = s.variable(np.float32(1), name="a")
     other = gf.Scope(gf.Graph())
     b = other.variable(np.float32(1), name="b")
+    assert gf.train.Saver([b]).graph is other.graph
     with pytest.raises(ValueError, match="No variables"):
         gf.train.Saver([])
     with pytest.raises(TypeError, match="not a gf.Variable"):
@@ -208,13 +209,32 @@ def test_file_mode_follows_the_umask(tmp_path, umask):
 
 def test_saving_an_uninitialized_variable_fails_and_writes_nothing(tmp_path):
     s = gf.Scope(gf.Graph())
-    a, b = s.variable(np.float32(1), name="a"), s.variable(np.float32(2), name="late")
+    a, late = s.variable(np.float32(1), name="a"), s.variable(np.float32(2), name="late")
     with gf.Session(s.graph) as sess:
         sess.run(a.initializer)
         with pytest.raises(FailedPreconditionError, match="uninitialized variable 'late'"):
-            gf.train.Saver().save(sess, tmp_path / "m")
+            gf.train.Saver([late]).save(sess, tmp_path / "new")
+        assert not list(tmp_path.iterdir())
         gf.train.Saver([a]).save(sess, tmp_path / "m")  # a subset without it is fine
+        before = (tmp_path / "m").read_bytes()
+        with pytest.raises(FailedPreconditionError, match="uninitialized variable 'late'"):
+            gf.train.Saver().save(sess, tmp_path / "m")
     assert [p.name for p in tmp_path.iterdir()] == ["m"]
+    assert (tmp_path / "m").read_bytes() == before
+
+
+def test_save_paths(tmp_path):
+    s = gf.Scope(gf.Graph())
+    v = s.variable(np.float32([1, 2]), name="v")
+    with gf.Session(s.graph) as sess:
+        sess.run(v.initializer)
+        with pytest.raises(ValueError, match="Parent directory of .*missing.* doesn't exist"):
+            gf.train.Saver().save(sess, tmp_path / "missing" / "m")
+        (tmp_path / "real").write_bytes(b"old")
+        os.symlink(tmp_path / "real", tmp_path / "link")
+        assert gf.train.Saver().save(sess, tmp_path / "link") == str(tmp_path / "link")
+        assert (tmp_path / "link").is_symlink()  # saving through a link updates its target
+        gf.train.Saver().restore(sess, tmp_path / "real")
 
 
 CRASH_POINTS = ["writing a tensor", "fsync", "rename", "interrupt"]
@@ -224,7 +244,7 @@ CRASH_POINTS = ["writing a tensor", "fsync", "rename", "interrupt"]
 def test_a_crash_during_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch, crash):
     s = gf.Scope(gf.Graph())
     v = s.variable(np.arange(1000, dtype=np.float64), name="v")
-    w = s.variable(np.int32([1, 2, 3]), name="w")
+    s.variable(np.int32([1, 2, 3]), name="w")  # a second tensor, so a crash can come between
     path = tmp_path / "m"
     with gf.Session(s.graph) as sess:
         sess.run(gf.global_variables_initializer(s.graph))
