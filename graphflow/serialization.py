@@ -144,6 +144,8 @@ def save(graph: Graph, path: str | os.PathLike) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before the rename: a crash never leaves it empty
         os.replace(tmp, target)
     except BaseException as e:
         os.unlink(tmp)
