@@ -29,6 +29,7 @@ from .gradients import GradContext, gradients  # noqa: E402
 from .gradient_check import GradientCheck, gradient_check  # noqa: E402
 from .variables import Variable, global_variables, global_variables_initializer  # noqa: E402
 from . import train  # noqa: E402
+from . import nn  # noqa: E402
 
 __version__ = "0.1.0"
 
