@@ -292,9 +292,16 @@ def _range(ctx, start, limit, delta):
     s, l, d = start.item(), limit.item(), delta.item()
     n = _range_size(s, l, d, dtype)
     ctx.check_allocation(n, dtype.as_numpy_dtype)
-    xp = ctx.xp
-    return (s + xp.arange(n, dtype=np.float64 if dtype.is_floating else np.int64) * d).astype(
-        dtype.as_numpy_dtype)
+    return _range_values(s, d, ctx.xp.arange(n, dtype=np.int64), dtype)
+
+
+def _range_values(start, delta, index, dtype):
+    """start + i * delta for the int64 indices ``index``, as TensorFlow's kernel computes
+    it: in ``dtype`` (float32 rounds as float32; integers wrap as their type)."""
+    t = dtype.as_numpy_dtype
+    if dtype.is_floating:
+        return t.type(start) + index.astype(t) * t.type(delta)
+    return (start + index * delta).astype(t)
 
 
 @bounds_rule("Range")
@@ -312,8 +319,7 @@ def _range_bounds(output):
         return None  # the kernel raises it when the graph runs
     if n == 0:
         return EMPTY_BOUNDS
-    ends = (s + np.array([0, n - 1], np.float64 if dtype.is_floating else np.int64) * d)
-    first, last = ends.astype(dtype.as_numpy_dtype).tolist()
+    first, last = _range_values(s, d, np.array([0, n - 1], np.int64), dtype).tolist()
     return (min(first, last), max(first, last))
 
 
