@@ -13,7 +13,7 @@ import numpy as np
 
 from . import convert
 from .builder import as_operand, create_operation
-from .device_spec import canonical_device
+from .device_spec import merge_devices
 from .dtypes import DType, as_dtype
 from .errors import InvalidArgumentError, InvalidDTypeError
 from .graph import Graph, Operation, Output
@@ -57,11 +57,15 @@ class Scope:
         unique = self.graph.unique_name(self._qualify(name))
         return self._replace(_prefix=unique + "/", _op_name=None)
 
-    def with_device(self, device: str) -> "Scope":
-        """A scope whose ops ask for ``device`` (``"/gpu:0"``, ``"/cpu:0"``, ``""``)."""
-        if device is not None:
-            _check_name(device, "with_device")
-        return self._replace(_device=canonical_device(device))
+    def with_device(self, device: str | None) -> "Scope":
+        """A scope whose ops ask for ``device`` merged into this scope's, as TensorFlow's
+        nested device scopes: the parts ``device`` gives override, the others stay
+        (``with_device("/job:worker/task:1").with_device("/gpu:0")`` asks for
+        ``/job:worker/task:1/device:GPU:0``); ``""`` changes nothing, None clears."""
+        if device is None:
+            return self._replace(_device="")
+        _check_name(device, "with_device")
+        return self._replace(_device=merge_devices(self.device, device))
 
     def with_control_dependencies(self, controls: Iterable) -> "Scope":
         """A scope whose ops run only after every op (or op of each Output) in ``controls``,

@@ -1,6 +1,8 @@
 """Placement: which device runs each node.
 
-Rules, in order: an explicit ``with_device`` request is honoured when that
+Rules, in order: a device naming a task of a cluster (``/job:worker/task:1``) is an
+error here (a distributed Session places tasks first, runtime/distributed/); an
+explicit ``with_device`` request is honoured when that
 device exists and has a kernel for the node's attrs; otherwise soft placement
 (on by default) falls back to a device that has one, else it is an error. A
 node without a request runs where its first input lives if that device has a
@@ -45,7 +47,7 @@ def place(ops: Iterable[Operation], devices: Sequence[Device], *, soft_placement
             raise op.op_def.no_kernel_error(None, attrs, op.name).with_node(
                 op.name, op.type, site=op.site)
         capable_of[op] = capable
-        if op.device:
+        if op.device and _device_requested(op):
             placement[op] = _requested(op, capable, devices, soft_placement)
         elif not op.inputs:
             floating.append(op)
@@ -70,6 +72,27 @@ def place(ops: Iterable[Operation], devices: Sequence[Device], *, soft_placement
         if log_placement:
             print(f"{op.name}: ({op.type}): {chosen.name}", file=sys.stderr)
     return {op: placement[op] for op in ops}
+
+
+def require_local_devices(ops: Iterable[Operation]) -> None:
+    """A job/replica/task in an op's device names a task of a cluster, which a Session
+    without one cannot give: InvalidArgumentError naming the op and its device, never
+    a silent local placement. (A distributed Session strips the task part before its
+    workers place their ops.)"""
+    for op in ops:
+        if op.device and parse_device(op.device).has_task:
+            raise InvalidArgumentError(
+                f"Cannot assign a device for operation {op.name}: it requests {op.device} but "
+                f"the Session has no cluster: pass gf.SessionConfig(cluster=client) with a "
+                f"distributed.Client, or remove the job/task from the device", op.name,
+                op.type, site=op.site)
+
+
+def _device_requested(op: Operation) -> bool:
+    """Whether ``op`` asks for a device type (``/job:localhost/replica:0/task:0`` alone
+    does not)."""
+    require_local_devices((op,))
+    return parse_device(op.device).device_type is not None
 
 
 def _requested(op: Operation, capable: list[Device], devices: Sequence[Device],

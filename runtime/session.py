@@ -18,6 +18,8 @@ from .device import Device
 from .devices import list_devices
 from .executor import ForwardCounter, Plan
 from .feeds import feed_checker
+from .passes import prune
+from .placer import require_local_devices
 from .resources import ResourceStore
 from .tracing import RunMetadata, RunOptions
 
@@ -227,6 +229,7 @@ class Session:
         key = (tuple(fetches), tuple(feeds))
         plan = self._plans.get(key)
         if plan is None:
+            require_local_devices(prune(fetches, set(feeds)))  # before folding hides an op
             plan = Plan(self.graph, fetches, feeds, self.devices, self.config,
                         self.stats.forwarded_buffers, self.resources)
             with self._lock:
