@@ -268,18 +268,26 @@ def _total_rows(s: Scope, tables: list[_Table], dtype) -> Output:
 
 
 def _result_shape(s: Scope, ids: Output, tables: list[_Table], row_shape: TensorShape):
-    """ids.shape + row shape: a constant when both are static, else read at run time
-    (the row shape from the first shard, on its device)."""
+    """ids.shape + row shape: a constant when both are static, else built so that the
+    result's static shape keeps every dim known here (TF's set_shape); row dims not
+    known here are read from the first shard at run time, on its device."""
     if ids.shape.is_fully_defined() and row_shape.is_fully_defined():
         return ids.shape.as_list() + row_shape.as_list()
-    if row_shape.is_fully_defined():
-        rows = s.constant(row_shape.as_list(), dtype=int32, name="RowShape")
-    else:
-        first = tables[0]  # a tensor: a variable's shape is always fully defined
-        on_shard = s._replace(_device=first.device)
-        rows = on_shard.slice(on_shard.shape(first.tensor, name="FirstShardShape"), [1], [-1],
-                              name="RowShape")
-    return s.concat([s.shape(ids, name="IdsShape"), rows], 0, name="ResultShape")
+    first = tables[0]  # if a row dim is unknown, a tensor: a variable's shape is static
+    on_shard = s._replace(_device=first.device)
+    parts = [s.shape(ids, name="IdsShape")]
+    if row_shape.rank is None:
+        parts.append(on_shard.slice(on_shard.shape(first.tensor, name="FirstShardShape"), [1],
+                                    [-1], name="RowShape"))
+    for i, dim in enumerate(row_shape.as_list() if row_shape.rank is not None else []):
+        if dim is not None:
+            parts.append(s.constant([dim], dtype=int32, name="RowDim"))
+        else:
+            parts.append(on_shard.slice(on_shard.shape(first.tensor, name="FirstShardShape"),
+                                        [i + 1], [1], name="RowDim"))
+    if len(parts) == 1:  # rows are scalars
+        return parts[0]
+    return s.concat(parts, 0, name="ResultShape")
 
 
 __all__ = ["embedding_lookup"]
