@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from . import convert
 from .dtypes import DType
 from .errors import InvalidArgumentError, InvalidDTypeError, OpError
@@ -136,16 +138,24 @@ def _resolve_inputs(scope: "Scope", op_def: OpDef, node_name: str, values: dict,
                         f"the same graph as the op")
                 _bind_type(op_def, spec, item.dtype, attrs)
     # 2. Raw values become Consts of the bound dtype, else of the attr's default dtype if
-    #    they convert to it exactly, else of their natural one; nested lists holding
-    #    Outputs become Packs. The raw items of a list whose type is still unbound each
-    #    take their own dtype, and must agree (TensorFlow's rule).
+    #    they convert to it exactly (a non-empty numpy value keeps its own), else of
+    #    their natural one; nested lists holding Outputs become Packs. The raw items of
+    #    a list whose type is still unbound each take their own dtype, and must agree
+    #    (TensorFlow's rule); a list item that does not convert is reported with the
+    #    types of the whole list, as TensorFlow reports it.
     groups = []
     for spec in op_def.inputs:
         items = []
         unbound_list = spec.is_list and spec.dtype is None and spec.type_attr not in attrs
         for item in operands[spec.name]:
             if not isinstance(item, Output):
-                item = _raw_input(scope, op_def, spec, item, attrs, f"{node_name}/{spec.name}")
+                try:
+                    item = _raw_input(scope, op_def, spec, item, attrs,
+                                      f"{node_name}/{spec.name}")
+                except InvalidDTypeError:
+                    if not spec.is_list:
+                        raise
+                    raise _list_types_error(op_def, spec, operands[spec.name]) from None
                 if not unbound_list:
                     _bind_type(op_def, spec, item.dtype, attrs)
             items.append(item)
@@ -174,18 +184,28 @@ def _operand_or_value(value: Any) -> Any:
 
 
 def _check_list_type(op_def: OpDef, spec, items: list) -> None:
-    """The Outputs of a list input share one dtype (the spec's, if it fixes one);
-    TensorFlow's error names the types of the whole list."""
-    types = [item.dtype for item in items if isinstance(item, Output)]
-    if spec.dtype is not None and any(t != spec.dtype for t in types):
-        raise InvalidDTypeError(
-            f"Tensors in list passed to '{spec.name}' of '{op_def.name}' Op have types "
-            f"[{', '.join(t.name for t in types)}] that do not match expected type "
-            f"{spec.dtype.name}.")
-    if spec.dtype is None and len(set(types)) > 1:
-        raise InvalidDTypeError(
-            f"Tensors in list passed to '{spec.name}' of '{op_def.name}' Op have types "
-            f"[{', '.join(t.name for t in types)}] that don't all match.")
+    """The Outputs of a list input share one dtype (the spec's, if it fixes one)."""
+    types = {item.dtype for item in items if isinstance(item, Output)}
+    if types - {spec.dtype} if spec.dtype is not None else len(types) > 1:
+        raise _list_types_error(op_def, spec, items)
+
+
+def _list_types_error(op_def: OpDef, spec, items: list) -> InvalidDTypeError:
+    """TensorFlow's error for a list input of mixed types: the type each item has on its
+    own (a raw value's natural one), then the rule they break."""
+    observed = []
+    for item in items:
+        if isinstance(item, Output):
+            observed.append(item.dtype.name)
+            continue
+        try:
+            observed.append(convert.inferred_dtype(item).name)
+        except (TypeError, ValueError):
+            observed.append("<NOT CONVERTIBLE TO TENSOR>")
+    rule = (f"do not match expected type {spec.dtype.name}" if spec.dtype is not None
+            else "don't all match")
+    return InvalidDTypeError(f"Tensors in list passed to '{spec.name}' of '{op_def.name}' Op "
+                             f"have types [{', '.join(observed)}] that {rule}.")
 
 
 def _raw_input(scope: "Scope", op_def: OpDef, spec, value: Any, attrs: dict,
@@ -196,7 +216,7 @@ def _raw_input(scope: "Scope", op_def: OpDef, spec, value: Any, attrs: dict,
     try:
         try:
             if target is None and spec.type_attr is not None \
-                    and not op_def.attrs[spec.type_attr].required:
+                    and not op_def.attrs[spec.type_attr].required and not _typed(value):
                 try:  # TensorFlow's preferred dtype: the attr's default, when exact
                     array = convert.to_array(value, op_def.attrs[spec.type_attr].default)
                 except TypeError:
@@ -212,6 +232,11 @@ def _raw_input(scope: "Scope", op_def: OpDef, spec, value: Any, attrs: dict,
             raise
         raise InvalidDTypeError(f"Input '{spec.name}' of '{op_def.name}' Op: {e}") from None
     return scope._constant_named(array, name)
+
+
+def _typed(value: Any) -> bool:
+    """Whether ``value`` brings a dtype of its own: a numpy value with elements."""
+    return isinstance(value, (np.ndarray, np.generic)) and value.size > 0
 
 
 def holds_output(value: Any) -> bool:
