@@ -417,10 +417,12 @@ def op_def(name: str) -> OpDef:
         raise NotFoundError(f"Op type not registered '{name}'") from None
 
 
-def registered_ops() -> list[OpDef]:
-    """Every public op type, in registration order."""
+def registered_ops(include_internal: bool = False) -> list[OpDef]:
+    """Every public op type (and the internal ones too, if asked), in registration order.
+    Internal ops appear in graphs that rewrites and gradients build, so a graph file
+    may hold them."""
     with _LOCK:
-        return [d for d in _REGISTRY.values() if not d.internal]
+        return [d for d in _REGISTRY.values() if include_internal or not d.internal]
 
 
 def on_register(listener: Callable[[OpDef], None]) -> None:

@@ -195,7 +195,7 @@ def _parse(graph_def: Any) -> list[_Node]:
     nodes = graph_def["nodes"]
     if not isinstance(nodes, list):
         raise _error("nodes", f"expected a list, got {type(nodes).__name__}")
-    ops = {d.name: d for d in registered_ops()}
+    ops = {d.name: d for d in registered_ops(include_internal=True)}
     names: dict[str, int] = {}
     raw = []
     for i, node in enumerate(nodes):

@@ -294,3 +294,25 @@ def test_stop_gradient_op_blocks_the_gradient(scope):
     with gf.Session(scope.graph) as sess:
         np.testing.assert_array_equal(sess.run(d, {x: [2.0, 3.0]}), [3.0, 4.0])
     assert gf.gradients(scope.stop_gradient(x), [x]) == [None]
+
+
+def test_gradient_graphs_with_internal_ops_reload(scope, tmp_path):
+    """The winners of a TensorScatterUpdate's gradient are an internal op: a graph file
+    holding it loads back."""
+    t = scope.placeholder(gf.float64, shape=[4], name="t")
+    u = scope.placeholder(gf.float64, shape=[2], name="u")
+    dt, du = gf.gradients(scope.tensor_scatter_update(t, [[1], [1]], u), [t, u],
+                          grad_ys=[np.array([1.0, 2.0, 3.0, 4.0])])
+    assert any(op.type.startswith("_") for op in scope.graph.operations())
+    scope.graph.save(tmp_path / "g.json")
+    with gf.Session(gf.load_graph(tmp_path / "g.json")) as sess:
+        got = sess.run([dt.name, du.name], {"t:0": np.zeros(4), "u:0": np.ones(2)})
+    np.testing.assert_array_equal(got[0], [1, 0, 3, 4])
+    np.testing.assert_array_equal(got[1], [0, 2])
+
+
+def test_concat_gradient_with_run_time_sizes(scope):
+    a = scope.placeholder(gf.float64, shape=[None])
+    b = scope.placeholder(gf.float64, shape=[None])
+    c = scope.concat([a, b], 0)
+    check(scope.mul(c, c), [a, b], [values([2]), values([3])])
