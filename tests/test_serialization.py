@@ -82,7 +82,58 @@ EXAMPLES = {
     "DynamicStitch": lambda s: (s.dynamic_stitch([[0, 2], [1]], [[1, 3], [2]]), {}),
     "ParallelDynamicStitch": lambda s: (s.parallel_dynamic_stitch([[0, 2], [1]],
                                                                   [[1, 3], [2]]), {}),
+    # variables: each run initializes, updates, then reads (values live in the Session)
+    "VarHandleOp": lambda s: (s.var_handle_op(dtype=gf.float32, shape=[2], name="v"), {}),
+    "ReadVariableOp": lambda s: (_variable_update(s, None), {}),
+    "ResourceGather": lambda s: (_gather(s), {}),
+    "AssignVariableOp": lambda s: (_variable_update(s, "AssignVariableOp", -F32(_TABLE)), {}),
+    "AssignAddVariableOp": lambda s: (_variable_update(s, "AssignAddVariableOp", F32(_TABLE)),
+                                      {}),
+    "AssignSubVariableOp": lambda s: (_variable_update(s, "AssignSubVariableOp", F32(_TABLE)),
+                                      {}),
+    **{f"ResourceScatterNd{kind}": (lambda kind: lambda s: (_variable_update(
+        s, f"ResourceScatterNd{kind}", [[1], [0], [1]], F32([[5, -1], [0, 9], [7, 7]])), {}))(kind)
+       for kind in ("Update", "Add", "Sub", "Min", "Max")},
+    "ResourceApplyAdagrad": lambda s: (_adagrad(s, False), {}),
+    "ResourceSparseApplyAdagrad": lambda s: (_adagrad(s, True), {}),
 }
+_TABLE = [[1.5, -2.0], [3.0, 0.25]]
+
+
+def _initialized(s, name: str = "v"):
+    """(a scope that runs after ``name``'s initializer, the Variable)."""
+    v = s.variable(F32(_TABLE), name=name)
+    return s.with_control_dependencies([v.initializer]), v
+
+
+def _variable_update(s, op_type: str | None, *args):
+    """A variable initialized, updated by ``op_type`` (if any), then read."""
+    after_init, v = _initialized(s)
+    after = after_init
+    if op_type is not None:
+        after = s.with_control_dependencies([after_init.create_op(op_type, v.handle, *args)])
+    return after.read_variable_op(v.handle, dtype=gf.float32)
+
+
+def _gather(s):
+    after_init, v = _initialized(s)
+    return after_init.resource_gather(v.handle, [1, 0, 1], dtype=gf.float32)
+
+
+def _adagrad(s, sparse: bool):
+    v = s.variable(F32(_TABLE), name="var")
+    accum = s.variable(F32([[0.1, 0.1], [0.1, 0.1]]), name="accum")
+    after_init = s.with_control_dependencies([v.initializer, accum.initializer])
+    if sparse:
+        step = after_init.resource_sparse_apply_adagrad(
+            v.handle, accum.handle, F32(0.5), F32([[1, 2], [3, 4], [5, 6]]), [1, 0, 1])
+    else:
+        step = after_init.resource_apply_adagrad(v.handle, accum.handle, F32(0.5),
+                                                 F32([[1, -2], [3, 4]]))
+    after = s.with_control_dependencies([step])
+    return [after.read_variable_op(x.handle, dtype=gf.float32) for x in (v, accum)]
+
+
 # graphflow's own ops (test modules register ops of their own)
 REGISTERED = {d.name for d in gf.registered_ops()
               if d.kernels and d.kernels[0].fn.__module__.startswith("graphflow.ops")}
@@ -489,7 +540,9 @@ def _by_name(fetches):
         return [_by_name(f) for f in fetches]
     if isinstance(fetches, dict):
         return {k: _by_name(v) for k, v in fetches.items()}
-    return fetches if isinstance(fetches, str) else fetches.name
+    if isinstance(fetches, (str, gf.Operation)):
+        return fetches if isinstance(fetches, str) else fetches.name
+    return fetches.as_output().name  # an Output, or an Operand such as a gf.Variable
 
 
 def _flat(values):
@@ -507,28 +560,47 @@ EXAMPLE_SCRIPTS = sorted(p.name for p in
 
 @pytest.mark.parametrize("script", EXAMPLE_SCRIPTS)
 def test_every_example_graph_round_trips_and_runs_identically(script, monkeypatch, capsys):
-    """Each sess.run of each example, replayed on its graph after a JSON round trip."""
+    """Each example's Sessions, replayed in order on their graphs after a JSON round trip:
+    every sess.run and checkpoint restore, in one new Session per original Session (its
+    variables carry over from run to run, as they did in the example)."""
     import runpy
     import sys
 
     examples = pathlib.Path(__file__).resolve().parents[1] / "examples"
-    runs = []
-    original_run = gf.Session.run
+    events = []  # (original Session, "run" or "restore", what, result)
+    original_run, original_restore = gf.Session.run, gf.train.Saver.restore
 
     def recording_run(self, fetches, feed_dict=None, *args, **kwargs):
         result = original_run(self, fetches, feed_dict, *args, **kwargs)
-        runs.append((self.graph, self.config, _by_name(fetches),
-                     {_by_name(k): v for k, v in (feed_dict or {}).items()}, result))
+        events.append((self, "run", (_by_name(fetches),
+                                     {_by_name(k): v for k, v in (feed_dict or {}).items()}),
+                       result))
         return result
+
+    def recording_restore(saver, sess, save_path):
+        original_restore(saver, sess, save_path)
+        events.append((sess, "restore", save_path, None))
     monkeypatch.setattr(gf.Session, "run", recording_run)
+    monkeypatch.setattr(gf.train.Saver, "restore", recording_restore)
     monkeypatch.setattr(sys, "argv", [script])
     monkeypatch.syspath_prepend(str(examples))
     runpy.run_path(str(examples / script), run_name="__main__")
     capsys.readouterr()
-    assert runs, f"{script} ran no session"
-    for graph, config, fetches, feeds, expected in runs:
-        again = _round_trip(graph)
-        _same_graph(graph, again)
-        with gf.Session(again, config) as sess:
-            got = original_run(sess, fetches, feeds)
-        _assert_identical(_flat(expected), _flat(got))
+    assert any(kind == "run" for _, kind, _, _ in events), f"{script} ran no session"
+    replays: dict[int, gf.Session] = {}
+    try:
+        for sess, kind, what, expected in events:
+            if id(sess) not in replays:
+                again = _round_trip(sess.graph)
+                _same_graph(sess.graph, again)
+                replays[id(sess)] = gf.Session(again, sess.config)
+            replay = replays[id(sess)]
+            if kind == "restore":
+                original_restore(gf.train.Saver(), replay, what)
+                continue
+            fetches, feeds = what
+            got = original_run(replay, fetches, feeds)
+            _assert_identical(_flat(expected), _flat(got))
+    finally:
+        for replay in replays.values():
+            replay.close()
