@@ -93,7 +93,7 @@ def _cast(array: np.ndarray, dtype: DType, name: str, exact_ints: bool) -> np.nd
     held exactly, as TF1's Session requires of them."""
     np_dtype = dtype.as_numpy_dtype
     source = array
-    if array.dtype.kind == "c" and np_dtype.kind != "c":
+    if array.dtype.kind == "c" and np_dtype.kind in "iuf":
         array = array.real  # what numpy's cast keeps, without its ComplexWarning
     try:
         with np.errstate(all="ignore"):  # NaN or overflow into an integer: undefined, quietly
@@ -126,7 +126,7 @@ def _device_array(array: Any, dtype: DType, name: str) -> Any:
     np_dtype = dtype.as_numpy_dtype
     if array.dtype == np_dtype:
         return array
-    if array.dtype.kind == "c" and np_dtype.kind != "c":
+    if array.dtype.kind == "c" and np_dtype.kind in "iuf":
         array = array.real
     try:
         return array.astype(np_dtype)
