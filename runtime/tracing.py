@@ -9,12 +9,20 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class RunOptions:
     """Options for one ``Session.run``: ``trace=True`` fills the RunMetadata."""
 
     trace: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.trace, (bool, np.bool_)):
+            raise TypeError(f"RunOptions.trace must be a bool, got {type(self.trace).__name__} "
+                            f"{self.trace!r}")
+        object.__setattr__(self, "trace", bool(self.trace))
 
 
 @dataclass

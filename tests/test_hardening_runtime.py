@@ -276,6 +276,8 @@ BAD_CALLS = {
     "callable(options=str)": (
         lambda g, s, x, y, sess: sess.make_callable(y, [x], accept_options=True)(
             [1.0, 2.0], options="trace"), TypeError, "options must be a gf.RunOptions"),
+    "RunOptions(trace='yes')": (lambda g, s, x, y, sess: gf.RunOptions(trace="yes"), TypeError,
+                                "RunOptions.trace must be a bool, got str"),
     "make_callable(feed_list=x)": (lambda g, s, x, y, sess: sess.make_callable(y, x),
                                    TypeError, "feed_list must be a list of Outputs"),
     "make_callable(accept_options='yes')": (
