@@ -12,6 +12,8 @@ import graphflow as gf
 from graphflow.errors import InvalidArgumentError, InvalidDTypeError, UnimplementedError
 from graphflow.shapes import TensorShape
 
+from gpu_devices import GPU_KINDS, gpu_session_devices
+
 ALL_DTYPES = [gf.float16, gf.float32, gf.float64, gf.int8, gf.int16, gf.int32, gf.int64,
               gf.uint8, gf.uint16, gf.uint32, gf.uint64, gf.bool, gf.complex64, gf.complex128,
               gf.string]
@@ -264,6 +266,27 @@ def test_cast_truncate_complex_cuts_both_parts(scope, run, truncate, expected):
     got = run(scope.cast(_complex_values(), gf.complex64, Truncate=truncate))
     assert [float(v).hex() for v in got.real] == expected
     assert [float(v).hex() for v in got.imag] == expected[::-1]
+
+
+@pytest.mark.parametrize("kind", GPU_KINDS)
+def test_cast_truncate_on_a_gpu_equals_the_cpu(kind):
+    """The GPU kernel (cupy's bit operations; a simulated and an emulated GPU where no
+    CUDA device is) gives the CPU's bits, complex scalars included."""
+    scope = gf.Scope(gf.Graph())
+    gpu = scope.with_device("/gpu:0")
+    p = scope.placeholder(gf.float64, [None])
+    c = scope.placeholder(gf.complex128, [None])
+    c0 = scope.placeholder(gf.complex128, [])
+    fetches = [gpu.cast(p, gf.float32, Truncate=True), gpu.cast(p, gf.float16, Truncate=True),
+               gpu.cast(p, gf.float16), gpu.cast(c, gf.complex64, Truncate=True),
+               gpu.cast(c, gf.float32, Truncate=True), gpu.cast(c0, gf.complex64, Truncate=True)]
+    feeds = {p: CAST_VALUES, c: _complex_values(), c0: np.complex128(1 / 3 + 2j / 3)}
+    with gf.Session(scope.graph, devices=gpu_session_devices(kind)) as sess:
+        on_gpu = sess.run(fetches, feeds)
+    with gf.Session(scope.graph, devices=gpu_session_devices(kind)[:1]) as sess:
+        on_cpu = sess.run(fetches, feeds)
+    assert [a.tobytes() for a in on_gpu] == [b.tobytes() for b in on_cpu]
+    assert [float(v).hex() for v in on_cpu[0]] == F32_TRUNC
 
 
 @given(st.floats(min_value=2 ** -125, max_value=3e38), st.booleans())
