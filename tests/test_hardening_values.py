@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import graphflow as gf
-from graphflow.errors import InvalidArgumentError, InvalidDTypeError, UnimplementedError
+from graphflow.errors import InvalidArgumentError, UnimplementedError
 from graphflow.shapes import TensorShape
 
 from gpu_devices import GPU_KINDS, gpu_session_devices
@@ -473,7 +473,7 @@ def test_output_is_no_python_bool(scope):
     with pytest.raises(TypeError, match="Using a graphflow Output as a Python bool is not allowed"):
         bool(x)
     with pytest.raises(TypeError):
-        if x:  # noqa: SIM108 - the statement is the point
+        if x:
             pass
     with pytest.raises(TypeError, match="Iterating over a graphflow Output"):
         list(x)
@@ -481,7 +481,7 @@ def test_output_is_no_python_bool(scope):
 
 def test_output_equality_and_hash_stay_identity(scope):
     x, y = scope.constant(1), scope.constant(1)
-    assert (x == x) is True and (x == y) is False and (x != y) is True
+    assert (x == x) is True and (x == y) is False and (x != y) is True  # noqa: PLR0124
     assert {x: 1, y: 2}[x] == 1 and hash(x) == hash(x)
 
 
