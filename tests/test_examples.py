@@ -103,3 +103,46 @@ def test_train_embedding_converges_and_leaves_cold_rows_alone():
     assert last < first / 10
     assert "rows never looked up unchanged: True" in out
     assert "restored from checkpoint: True" in out
+
+
+SHARDED_SMALL = ("--rows", "400", "--steps", "40", "--batch", "16")
+
+
+def _assert_sharded_follows_one_table(out: str) -> None:
+    values = printed_values(out)
+    assert values["sharded loss per row, every few steps"] == \
+        values["one-table loss per row, every few steps"]
+    first, last = values["loss per row, first and last step"]
+    assert last < first / 3
+    assert "loss curves match: True" in out
+
+
+@pytest.mark.parametrize("strategy, shards", [("mod", "2"), ("div", "3")])
+def test_sharded_embeddings_on_one_process_follow_the_one_table_curve(strategy, shards):
+    out = run_example("sharded_embeddings.py", "--local", "--strategy", strategy, "--shards",
+                      shards, *SHARDED_SMALL)
+    assert f"in {shards} shards ({strategy}) on one process" in out
+    _assert_sharded_follows_one_table(out)
+
+
+def test_sharded_embeddings_on_two_dask_workers():
+    pytest.importorskip("distributed")
+    import inspect
+
+    import graphflow as gf
+    if "cluster" not in inspect.signature(gf.SessionConfig).parameters:
+        pytest.skip("the Dask engine (SessionConfig(cluster=...)) has not landed yet")
+    out = run_example("sharded_embeddings.py", *SHARDED_SMALL)  # the default: 2 workers
+    assert "in 2 shards (mod) on 2 Dask workers" in out
+    _assert_sharded_follows_one_table(out)
+
+
+def test_sharded_embeddings_without_distributed_says_what_to_install():
+    hide = ("import runpy, sys; sys.modules['distributed'] = None; sys.path.insert(0, 'examples'); "
+            "sys.argv = ['sharded_embeddings.py']; "
+            "runpy.run_path('examples/sharded_embeddings.py', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, check=False)
+    assert proc.returncode != 0
+    assert "pip install 'graphflow[distributed]'" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -556,6 +556,8 @@ def _flat(values):
 EXAMPLE_SCRIPTS = sorted(p.name for p in
                          (pathlib.Path(__file__).resolve().parents[1] / "examples").glob("*.py")
                          if not p.name.startswith("_"))
+#: Arguments for the examples whose defaults start a Dask cluster: here on one process
+EXAMPLE_ARGS = {"sharded_embeddings.py": ["--local", "--rows", "300", "--steps", "5"]}
 
 
 @pytest.mark.parametrize("script", EXAMPLE_SCRIPTS)
@@ -582,7 +584,7 @@ def test_every_example_graph_round_trips_and_runs_identically(script, monkeypatc
         events.append((sess, "restore", save_path, None))
     monkeypatch.setattr(gf.Session, "run", recording_run)
     monkeypatch.setattr(gf.train.Saver, "restore", recording_restore)
-    monkeypatch.setattr(sys, "argv", [script])
+    monkeypatch.setattr(sys, "argv", [script, *EXAMPLE_ARGS.get(script, [])])
     monkeypatch.syspath_prepend(str(examples))
     runpy.run_path(str(examples / script), run_name="__main__")
     capsys.readouterr()
