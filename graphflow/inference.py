@@ -196,6 +196,7 @@ def shape_from_tensor(output: "Output") -> TensorShape:
                 f"Shape must be a vector, got a scalar {int(value)}")
         if value.ndim != 1:
             raise InvalidArgumentError(f"Shape must be a vector, got shape {list(value.shape)}")
+        _check_rank(value.size)
         dims = []
         for d in value.tolist():
             if d < -1:
@@ -204,6 +205,7 @@ def shape_from_tensor(output: "Output") -> TensorShape:
         return TensorShape(dims)
     op = output.op
     if op.type == "Pack" and op.attrs.get("axis", 0) == 0 and all(i.shape.rank == 0 for i in op.inputs):
+        _check_rank(len(op.inputs))
         dims = []
         for scalar in op.inputs:
             v = constant_value(scalar)
@@ -221,5 +223,17 @@ def shape_from_tensor(output: "Output") -> TensorShape:
     if op.type == "Cast":
         return shape_from_tensor(op.inputs[0])
     if output.shape.rank == 1 and output.shape[0] is not None:
-        return TensorShape.unknown(output.shape[0])
+        return TensorShape.unknown(_check_rank(output.shape[0]))
     return TensorShape(None)
+
+
+#: TensorFlow's TensorShape::MaxDimensions: no tensor has more dims.
+MAX_RANK = 254
+
+
+def _check_rank(rank: int) -> int:
+    """``rank``, if a shape may have that many dims (checked before building the shape)."""
+    if rank > MAX_RANK:
+        raise InvalidArgumentError(f"Shape must have at most {MAX_RANK} dims, but the shape "
+                                   f"tensor has {rank} elements")
+    return rank

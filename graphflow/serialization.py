@@ -366,9 +366,9 @@ def decode_tensor(encoded: Any) -> np.ndarray:
     if len(shape) > _MAX_RANK:
         raise InvalidArgumentError(f"tensor field 'shape': rank {len(shape)} is more than the "
                                    f"{_MAX_RANK} dims an array can have")
-    if math.prod(d or 1 for d in shape) > _INT64_MAX:
-        raise InvalidArgumentError(f"tensor field 'shape': {_show(shape)} has more than "
-                                   f"{_INT64_MAX} elements (int64)")
+    if math.prod(d for d in shape if d) * dtype.itemsize > _INT64_MAX:  # numpy's rule
+        raise InvalidArgumentError(f"tensor field 'shape': {_show(shape)} of {dtype.name} is "
+                                   f"too large for an array (more than 2**63 - 1 bytes)")
     count = math.prod(shape)
     data = encoded["data"]
     if dtype is string:
