@@ -1,7 +1,7 @@
 """gf.nn.embedding_lookup: values against a plain numpy reference (and values recorded
 from TensorFlow 2.21's tf.compat.v1.nn.embedding_lookup), static shapes, gradients
 (central differences, IndexedSlices per shard, optimizer steps against np.add.at),
-placement of each shard's gather, and errors."""
+placement of each shard's gather, errors, and the lookup on a GPU."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError, InvalidDTypeError, UnimplementedError
+
+from gpu_devices import GPU_KINDS, gpu_session_devices
 
 SIZES = [5, 3, 4, 2]  # shard k of n has SIZES[k] rows: unequal on purpose
 ROW = (2, 3)          # every shard's row shape
@@ -406,3 +408,26 @@ def test_names_validate_indices_and_plain_values(scope):
     again = gf.nn.embedding_lookup([table[0::2], table[1::2]], scope.constant([1]), name="lookup")
     assert again.op.name.startswith("lookup_1/")
     np.testing.assert_array_equal(run_all(scope.graph, out), table[[5, 0, 3]])
+
+
+# -- on a GPU ------------------------------------------------------------------------------
+@pytest.mark.parametrize("strategy", ["mod", "div"])
+@pytest.mark.parametrize("kind", GPU_KINDS)
+def test_lookup_on_a_gpu_equals_the_cpu(kind, strategy):
+    """Shards and the lookup's own ops (FloorMod/FloorDiv, partition, gathers, stitch)
+    on a GPU: the CPU's values, and the CPU's zero-divisor error."""
+    shards = make_shards(3, np.float64, seed=6)
+    valid = valid_ids(SIZES[:3], strategy)
+    ids = np.array([[valid[0], valid[9], valid[4]], [valid[4], valid[1], valid[-1]]])
+    gpu = gf.Scope(gf.Graph()).with_device("/gpu:0")
+    out = gf.nn.embedding_lookup([gpu.constant(s) for s in shards], ids,
+                                 partition_strategy=strategy, scope=gpu)
+    tiny = gf.nn.embedding_lookup([gpu.constant(np.ones((1, 2))), gpu.constant(np.ones((0, 2)))],
+                                  [0], partition_strategy="div", scope=gpu)
+    with gf.Session(gpu.graph, devices=gpu_session_devices(kind)) as sess:
+        placement = {op.type: d.device_type for op, d in sess._plan([out], []).placement.items()}
+        assert placement["ParallelDynamicStitch"] == "gpu"
+        assert placement["FloorMod" if strategy == "mod" else "FloorDiv"] == "gpu"
+        np.testing.assert_array_equal(sess.run(out), reference(shards, ids, strategy))
+        with pytest.raises(InvalidArgumentError, match="Integer division by zero"):
+            sess.run(tiny)
