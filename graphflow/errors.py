@@ -85,6 +85,16 @@ class CancelledError(OpError):
     """The run was cancelled (another node failed, or the user interrupted it)."""
 
 
+class AbortedError(OpError):
+    """The operation was aborted (TensorFlow's ABORTED), e.g. a task of the cluster
+    restarted and lost the variables it held: restore them, then run again."""
+
+
+class UnavailableError(OpError):
+    """A part of the system is unavailable (TensorFlow's UNAVAILABLE), e.g. a worker of
+    the cluster died during the run; a later run may succeed."""
+
+
 class InternalError(OpError):
     """A kernel failed in a way that is a bug in graphflow or in a user kernel."""
 
@@ -115,5 +125,5 @@ def node_error(err: BaseException, node_name: str, op_type: str,
 __all__ = [
     "node_error", "OpError", "InvalidArgumentError", "InvalidDTypeError", "NotFoundError",
     "UnimplementedError", "FailedPreconditionError", "ResourceExhaustedError",
-    "CancelledError", "InternalError", "DataLossError",
+    "CancelledError", "InternalError", "DataLossError", "AbortedError", "UnavailableError",
 ]

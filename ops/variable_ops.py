@@ -21,11 +21,14 @@ and control dependencies, as in TensorFlow 1.x.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from graphflow.dtypes import ALL_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, int32, int64
 from graphflow.errors import InvalidArgumentError
 from graphflow.registry import ShapeAttr, StringAttr, TypeAttr, register_op
+from graphflow.runtime.resources import active_journal
 from graphflow.shapes import TensorShape, debug_string
 
 from .scatter_ops import (BAD_INDICES_POLICIES, _check_ranks, _check_tensor_scatter_dims,
@@ -183,6 +186,7 @@ def _assign(ctx, handle, value):
     fresh = np.array(value, copy=True, order="C")  # copied before the lock is taken
     with state.lock:
         _check_same_shape(state, fresh)
+        state.journal_all(in_place=False)
         state.value = fresh
 
 
@@ -192,6 +196,7 @@ def _assign_add(ctx, handle, value):
     with state.lock:
         current = state.initialized_value()
         _check_same_shape(state, value)
+        state.journal_all()
         np.add(current, value, out=current)
 
 
@@ -201,6 +206,7 @@ def _assign_sub(ctx, handle, value):
     with state.lock:
         current = state.initialized_value()
         _check_same_shape(state, value)
+        state.journal_all()
         np.subtract(current, value, out=current)
 
 
@@ -234,8 +240,11 @@ def _resource_scatter_op(name: str, op: str, types, doc: str):
                     raise InvalidArgumentError(
                         "Indices and updates specified for empty output shape")
                 _check_tensor_scatter_dims(indices, updates, value.shape)
-            # every index is validated before make_output hands out the stored array
-            _scatter(ctx, value.shape, indices, updates, op, lambda: value, False, check_shapes)
+            def stored() -> np.ndarray:  # called once every index is validated
+                if active_journal() is not None:
+                    _journal_scatter(state, indices)
+                return value
+            _scatter(ctx, value.shape, indices, updates, op, stored, False, check_shapes)
     return definition
 
 
@@ -254,6 +263,25 @@ ResourceScatterNdMin = _resource_scatter_op(
 ResourceScatterNdMax = _resource_scatter_op(
     "ResourceScatterNdMax", "max", REAL_NUMBER_TYPES,
     "variable[indices[i, ..., :]] = max(itself, updates[i, ...]).")
+
+
+def _journal_scatter(state, indices: np.ndarray) -> None:
+    """Save the rows a validated scatter into ``state`` is about to write in the run's undo
+    journal (distributed runs keep one: runtime/resources.py); index tuples that
+    ``bad_indices_policy="IGNORE"`` skips write nothing and are left out."""
+    value = state.value
+    depth = indices.shape[-1]
+    if value.size == 0:
+        return
+    if depth == 0:
+        state.journal_all()
+        return
+    dims = np.asarray(value.shape[:depth], np.int64)
+    tuples = indices.reshape(-1, depth).astype(np.int64, copy=False)
+    inside = np.all((tuples >= 0) & (tuples < dims), axis=1)
+    offsets = np.ravel_multi_index(tuple(tuples[inside].T), value.shape[:depth])
+    state.journal_rows(offsets, math.prod(value.shape[depth:]))
+
 
 for _op in (VarHandleOp, ReadVariableOp, ResourceGather, AssignVariableOp, AssignAddVariableOp,
             AssignSubVariableOp, ResourceScatterNdUpdate, ResourceScatterNdAdd,
@@ -293,6 +321,8 @@ def _apply_adagrad(ctx, var, accum, lr, grad):
         value, acc = v.initialized_value(), a.initialized_value()
         for state in (v, a):
             _check_same_shape(state, grad)
+        for state in (v, a):
+            state.journal_all()
         acc += grad * grad
         value -= lr * grad / np.sqrt(acc)
 
@@ -330,6 +360,8 @@ def _sparse_apply_adagrad(ctx, var, accum, lr, grad, indices):
             raise InvalidArgumentError(f"Index {int(indices[i])} at offset {i} in indices is out "
                                        f"of range [0, {value.shape[0]})")
         rows, position = np.unique(indices, return_inverse=True)
+        for state in (v, a):
+            state.journal_rows(rows, math.prod(value.shape[1:]))
         summed = np.zeros((len(rows),) + value.shape[1:], value.dtype)
         np.add.at(summed, position.reshape(-1), grad)
         acc[rows] += summed * summed

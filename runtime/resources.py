@@ -8,11 +8,89 @@ value before an update or after it, never a half-written one.
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from typing import Iterator
 
 import numpy as np
 
 from graphflow.errors import FailedPreconditionError
+
+
+# -- undo journals --------------------------------------------------------------------------
+class Journal:
+    """The undo log of one run's writes in one process: before a kernel overwrites
+    part of a variable, that part is copied here, so that a run failing anywhere (on
+    any task of a cluster) can be taken back whole while its updates stay in place
+    (cost ~ the rows written, not the table). Used by distributed runs
+    (runtime/distributed/); a local run keeps no journal."""
+
+    __slots__ = ("_entries", "_lock")
+
+    def __init__(self):
+        self._entries: list[tuple] = []
+        self._lock = threading.Lock()
+
+    def save_rows(self, state: "VariableState", offsets: np.ndarray, slice_size: int) -> None:
+        """Keep the rows ``offsets`` of ``state``'s value seen as ``[-1, slice_size]``.
+        Call with ``state.lock`` held, before writing them."""
+        target = state.value
+        saved = target.reshape(-1, slice_size)[offsets]  # a copy (fancy indexing)
+        with self._lock:
+            self._entries.append((state, target, offsets, slice_size, saved))
+
+    def save_value(self, state: "VariableState", in_place: bool) -> None:
+        """Keep ``state``'s whole value (None if uninitialized): a copy if the write is
+        in place, else the array itself, which the write replaces but never changes."""
+        value = state.value
+        if in_place and value is not None:
+            value = value.copy()
+        with self._lock:
+            self._entries.append((state, None, None, None, value))
+
+    def rollback(self) -> int:
+        """Undo every saved write, the last first; returns how many."""
+        with self._lock:
+            entries, self._entries = self._entries, []
+        for state, target, offsets, slice_size, saved in reversed(entries):
+            with state.lock:
+                if target is None:
+                    state.value = saved
+                else:
+                    target.reshape(-1, slice_size)[offsets] = saved
+        return len(entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_active = threading.local()
+_active_count = 0  # journals in use in this process: 0 makes every hook a single test
+_active_lock = threading.Lock()
+
+
+@contextmanager
+def journaling(journal: Journal | None):
+    """Save, into ``journal``, what the kernels run by this thread overwrite (nothing
+    if ``journal`` is None)."""
+    global _active_count
+    if journal is None:
+        yield
+        return
+    with _active_lock:
+        _active_count += 1
+    previous = getattr(_active, "journal", None)
+    _active.journal = journal
+    try:
+        yield
+    finally:
+        _active.journal = previous
+        with _active_lock:
+            _active_count -= 1
+
+
+def active_journal() -> Journal | None:
+    """The journal of the run this thread executes, if it keeps one."""
+    return getattr(_active, "journal", None) if _active_count else None
 
 
 class VariableState:
@@ -34,6 +112,20 @@ class VariableState:
                 f"Run its initializer (sess.run(v.initializer) or "
                 f"gf.global_variables_initializer(graph)) or restore a checkpoint first.")
         return self.value
+
+    def journal_rows(self, offsets: np.ndarray, slice_size: int) -> None:
+        """Before writing rows ``offsets`` of the value seen as ``[-1, slice_size]``: save
+        them in the run's undo journal, if it keeps one. Call with ``lock`` held."""
+        journal = active_journal()
+        if journal is not None and self.value is not None:
+            journal.save_rows(self, offsets, slice_size)
+
+    def journal_all(self, in_place: bool = True) -> None:
+        """Before writing the whole value (``in_place``) or replacing it: save it in the
+        run's undo journal, if it keeps one. Call with ``lock`` held."""
+        journal = active_journal()
+        if journal is not None:
+            journal.save_value(self, in_place)
 
 
 class ResourceStore:

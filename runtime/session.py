@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
+from threading import get_ident
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,6 +38,9 @@ class SessionConfig:
     memory_limit_bytes: an output larger than this fails with ResourceExhaustedError
         before anything is allocated (default: the machine's physical memory).
     optimize: apply plan-time rewrites (runtime/optimizer.py); results are the same.
+    cluster: a ``distributed.Client``: ops run on the cluster's tasks
+        (``/job:worker/task:K`` is its K-th worker by name; runtime/distributed/).
+        The Session never closes the client.
     """
 
     inter_op_threads: int | None = None
@@ -45,6 +49,7 @@ class SessionConfig:
     deterministic: bool = False
     memory_limit_bytes: int | None = None
     optimize: bool = True
+    cluster: Any = None
 
     def __post_init__(self):
         for name in _BOOL_FIELDS:
@@ -69,6 +74,9 @@ class SessionConfig:
         if self.memory_limit_bytes is not None and self.memory_limit_bytes < 0:
             raise InvalidArgumentError(
                 f"memory_limit_bytes must be >= 0, got {self.memory_limit_bytes}")
+        if self.cluster is not None:
+            from .distributed.cluster import require_client
+            require_client(self.cluster)
 
 
 _BOOL_FIELDS = ("allow_soft_placement", "log_device_placement", "deterministic", "optimize")
@@ -189,7 +197,7 @@ def _checked_devices(devices: Any) -> list[Device]:
 
 def _register_pool_thread(idents: set) -> None:
     """Runs first in each thread of a Session's pool: remembers it as the Session's own."""
-    idents.add(threading.get_ident())
+    idents.add(get_ident())
 
 
 class Session:
@@ -222,13 +230,19 @@ class Session:
         # running there that runs or closes this Session is refused (it would deadlock)
         self._running: set[int] = set()
         self._pool_threads: set[int] = set()
-        self.resources = ResourceStore()  # this Session's variables
+        self.resources = ResourceStore()  # this Session's variables (a cluster's live on its workers)
+        self._cluster = None
+        if self.config.cluster is not None:
+            from .distributed.plan import ClusterSession
+            self._cluster = ClusterSession(graph, self.config)
 
     # -- plans ------------------------------------------------------------------
     def _plan(self, fetches: Sequence, feeds: Sequence[Output]) -> Plan:
         key = (tuple(fetches), tuple(feeds))
         plan = self._plans.get(key)
-        if plan is None:
+        if plan is None and self._cluster is not None:
+            plan = self._cluster.plan(fetches, feeds)
+        elif plan is None:
             require_local_devices(prune(fetches, set(feeds)))  # before folding hides an op
             plan = Plan(self.graph, fetches, feeds, self.devices, self.config,
                         self.stats.forwarded_buffers, self.resources)
@@ -254,35 +268,32 @@ class Session:
         """Whether thread ``me`` is running a kernel of one of this Session's runs."""
         return me in self._running or me in self._pool_threads
 
-    def _enter_run(self, me: int) -> None:
-        with self._lock:
-            self._check_open()
-            if self._inside_own_run(me):
+    def _execute(self, plan: Plan, values: Sequence, run_metadata: RunMetadata | None = None,
+                 trace: bool = False) -> list:
+        """Run ``plan``; ``run_metadata`` then holds this run only (its events, when
+        traced), as TensorFlow replaces a RunMetadata passed to several runs. Counts the
+        run in flight (``close()`` waits for it) and refuses a run from inside a kernel
+        of one of this Session's runs (it could wait for itself)."""
+        me = get_ident()
+        with self._lock:  # every run pays for this block: checks written inline
+            if self._closed:
+                raise FailedPreconditionError("Attempted to use a closed Session.")
+            if me in self._running or me in self._pool_threads:
                 raise FailedPreconditionError(
                     "Session.run() called from inside a kernel of one of this Session's own "
                     "runs: a kernel must not run its own Session")
             self._running.add(me)
             self._active_runs += 1
-
-    def _exit_run(self, me: int) -> None:
-        with self._lock:
-            self._running.discard(me)
-            self._active_runs -= 1
-            self.stats.runs += 1
-            if self._active_runs == 0 and self._closed:  # close() is waiting
-                self._idle.notify_all()
-
-    def _execute(self, plan: Plan, values: Sequence, run_metadata: RunMetadata | None = None,
-                 trace: bool = False) -> list:
-        """Run ``plan``; ``run_metadata`` then holds this run only (its events, when
-        traced), as TensorFlow replaces a RunMetadata passed to several runs."""
-        me = threading.get_ident()
-        self._enter_run(me)
         events = RunMetadata() if trace else None
         try:
             return plan.run(values, self._thread_pool() if plan.parallel else None, events)
         finally:
-            self._exit_run(me)
+            with self._lock:
+                self._running.discard(me)
+                self._active_runs -= 1
+                self.stats.runs += 1
+                if self._active_runs == 0 and self._closed:  # close() is waiting
+                    self._idle.notify_all()
             if run_metadata is not None:
                 run_metadata._hold([] if events is None else events.events)
 
@@ -355,7 +366,7 @@ class Session:
         """Close the session; waits for runs in flight. Later runs raise. A kernel of
         one of its own runs cannot close it (the run would wait for itself)."""
         with self._lock:
-            if self._inside_own_run(threading.get_ident()):
+            if self._inside_own_run(get_ident()):
                 raise FailedPreconditionError(
                     "Session.close() called from inside a kernel of one of this Session's own "
                     "runs, which close() would wait for forever")

@@ -39,6 +39,8 @@ class NodeEvent:
     bytes_allocated: int
     forwarded: bool
     replaces: tuple[str, ...] = ()  # for a fused step: the graph's nodes it computed
+    worker: str = ""  # a distributed run: the dask worker that ran it (device is then the
+    #                   full name, /job:worker/replica:0/task:1/device:CPU:0)
 
 
 @dataclass
@@ -60,21 +62,29 @@ class RunMetadata:
             self.events = events
 
     def chrome_trace(self) -> dict[str, Any]:
-        """The run in Chrome's Trace Event Format: one process per device,
-        one track per thread, one complete ("X") event per node."""
-        devices = sorted({e.device for e in self.events})
-        threads = sorted({(e.device, e.thread) for e in self.events})
-        pid = {d: i for i, d in enumerate(devices)}
+        """The run in Chrome's Trace Event Format: one process per device (per worker
+        in a distributed run, its task's name first), one track per device and thread,
+        one complete ("X") event per node."""
+        def process(e: NodeEvent) -> str:
+            return f"{e.device.split('/device:')[0]} ({e.worker})" if e.worker else e.device
+
+        def track(e: NodeEvent) -> str:
+            return f"{e.device.rsplit('/', 1)[-1]} {e.thread}" if e.worker else e.thread
+
+        processes = sorted({process(e) for e in self.events})
+        threads = sorted({(process(e), track(e)) for e in self.events})
+        pid = {d: i for i, d in enumerate(processes)}
         tid = {t: i for i, t in enumerate(threads)}
         trace = [{"ph": "M", "name": "process_name", "pid": pid[d], "tid": 0, "args": {"name": d}}
-                 for d in devices]
+                 for d in processes]
         trace += [{"ph": "M", "name": "thread_name", "pid": pid[d], "tid": tid[(d, t)],
                    "args": {"name": t}} for d, t in threads]
         origin = min((e.start_us for e in self.events), default=0.0)
         for e in self.events:
+            p, t = process(e), track(e)
             trace.append({
-                "ph": "X", "name": e.node, "cat": e.op_type, "pid": pid[e.device],
-                "tid": tid[(e.device, e.thread)], "ts": e.start_us - origin,
+                "ph": "X", "name": e.node, "cat": e.op_type, "pid": pid[p],
+                "tid": tid[(p, t)], "ts": e.start_us - origin,
                 "dur": max(e.end_us - e.start_us, 0.001),
                 "args": _args(e)})
         return {"traceEvents": trace, "displayTimeUnit": "ms"}
@@ -87,6 +97,8 @@ class RunMetadata:
 def _args(e: NodeEvent) -> dict[str, Any]:
     args = {k: v for k, v in asdict(e).items()
             if k in ("op_type", "output_shapes", "bytes_allocated", "forwarded")}
+    if e.worker:
+        args["device"], args["worker"] = e.device, e.worker
     if e.replaces:
         args["replaces"] = list(e.replaces)
     return args

@@ -1,0 +1,194 @@
+"""The client's view of a Dask cluster: which worker is which task, which graphs
+the workers hold, and which workers left.
+
+Task names: a worker named ``JOB:T`` (``dask worker --name ps:0``) is task T of
+job JOB. The other workers are the tasks of job ``worker``, ordered by name
+(numbers by value: LocalCluster names its workers 0, 1, ...): task K is the K-th,
+unless some worker is named ``worker:T``, in which case job ``worker`` is exactly
+those. A task that no worker is gives an InvalidArgumentError naming the tasks
+there are.
+
+One ClusterView per Client, shared by every Session on it. It learns that a worker
+left from the scheduler's ``remove-worker`` event on that worker's topic (no cost
+per run), and asks the scheduler for the worker list again only after that.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import weakref
+from typing import Any
+
+from graphflow.errors import InvalidArgumentError, UnavailableError
+from graphflow.graph import Graph
+
+from .tasks import Task
+
+_NAMED_TASK = re.compile(r"([A-Za-z][A-Za-z0-9_]*):([0-9]{1,10})\Z")
+INSTALL_HINT = "pip install 'graphflow[distributed]'"
+
+
+def require_client(cluster: Any):
+    """``cluster`` if it is a ``distributed.Client``; TypeError otherwise, ImportError
+    saying what to install when Dask distributed is missing."""
+    try:
+        import distributed
+    except ImportError as e:
+        raise ImportError(f"SessionConfig(cluster=...) needs Dask distributed: {INSTALL_HINT}"
+                          ) from e
+    if not isinstance(cluster, distributed.Client):
+        raise TypeError(f"SessionConfig.cluster must be a distributed.Client, got "
+                        f"{type(cluster).__name__} {cluster!r}")
+    return cluster
+
+
+def task_map(workers: dict[str, dict]) -> dict[Task, str]:
+    """Worker addresses by task, from ``client.scheduler_info()["workers"]``."""
+    named: dict[Task, str] = {}
+    others: list[tuple[tuple, str]] = []
+    for address, info in workers.items():
+        name = info.get("name", address)
+        m = _NAMED_TASK.match(str(name))
+        if m:
+            task = Task(m.group(1), int(m.group(2)))
+            if task in named:
+                raise InvalidArgumentError(
+                    f"Two workers claim {task}: {named[task]} and {address} (both named {name})")
+            named[task] = address
+        else:
+            others.append((_name_order(name), address))
+    if not any(t.job == "worker" for t in named):
+        for k, (_, address) in enumerate(sorted(others)):
+            named[Task("worker", k)] = address
+    return named
+
+
+def _name_order(name: Any) -> tuple:
+    """Numbers (and digit strings) by value, before other names."""
+    if isinstance(name, int) or (isinstance(name, str) and name.isdigit()):
+        return (0, int(name), "")
+    return (1, 0, str(name))
+
+
+class ClusterView:
+    """What the Sessions on one Client know about its cluster."""
+
+    def __init__(self, client):
+        self.client = client
+        self._lock = threading.Lock()
+        self._tasks: dict[Task, str] | None = None
+        self._incarnations: dict[str, str] = {}
+        self._left: set[str] = set()
+        self._watched: set[str] = set()
+        self._graphs: set[str] = set()
+        self.generation = 0  # grows whenever the task map is read again
+
+    # -- tasks --------------------------------------------------------------------------
+    def tasks(self) -> dict[Task, str]:
+        """The current task map (asks the scheduler only after a worker left)."""
+        with self._lock:
+            if self._tasks is not None and not (self._left & set(self._tasks.values())):
+                return self._tasks
+        workers = self.client.scheduler_info()["workers"]
+        found = task_map(workers)
+        incarnations = self._read_incarnations(list(found.values()))
+        with self._lock:
+            self._tasks = found
+            self._incarnations = incarnations
+            self._left -= set(workers)
+            self.generation += 1
+        self._watch(found.values())
+        return found
+
+    def forget(self) -> None:
+        """Read the task map and the incarnations again at the next use."""
+        with self._lock:
+            self._tasks = None
+
+    def address(self, task: Task) -> str:
+        tasks = self.tasks()
+        if task not in tasks:
+            raise UnavailableError(f"No worker of the cluster is {task} now (it has "
+                                   f"{describe(tasks)})")
+        return tasks[task]
+
+    def incarnation(self, address: str) -> str | None:
+        with self._lock:
+            return self._incarnations.get(address)
+
+    def _read_incarnations(self, addresses: list[str]) -> dict[str, str]:
+        from .worker import incarnation
+        try:
+            return dict(self.client.run(incarnation, workers=addresses, on_error="return"))
+        except Exception:  # noqa: BLE001 - a worker that cannot answer is checked per run
+            return {}
+
+    # -- workers that leave ---------------------------------------------------------------
+    def _watch(self, addresses) -> None:
+        for address in addresses:
+            with self._lock:
+                if address in self._watched:
+                    continue
+                self._watched.add(address)
+            self.client.subscribe_topic(address, self._on_worker_event(address))
+
+    def _on_worker_event(self, address: str):
+        view = weakref.ref(self)
+
+        def handle(event) -> None:
+            _, message = event
+            me = view()
+            if me is not None and isinstance(message, dict) and \
+                    message.get("action") == "remove-worker":
+                with me._lock:
+                    me._left.add(address)
+        return handle
+
+    def gone(self, addresses) -> list[str]:
+        """Those of ``addresses`` that left the cluster (as the scheduler told)."""
+        with self._lock:
+            return [a for a in addresses if a in self._left]
+
+    def check_alive(self, addresses) -> list[str]:
+        """Those of ``addresses`` the scheduler does not list now (asks it)."""
+        workers = self.client.scheduler_info()["workers"]
+        missing = [a for a in addresses if a not in workers]
+        with self._lock:
+            self._left.update(missing)
+        return missing
+
+    # -- graphs -----------------------------------------------------------------------------
+    def ship(self, key: str, text: str) -> None:
+        """Give every worker (and every worker that starts later) the graph ``key``."""
+        with self._lock:
+            if key in self._graphs:
+                return
+        from .worker import GraphPlugin
+        self.client.register_plugin(GraphPlugin(key, text), name=f"graphflow-graph-{key[:16]}")
+        with self._lock:
+            self._graphs.add(key)
+
+
+def describe(tasks: dict[Task, str]) -> str:
+    return ", ".join(f"{t} ({a})" for t, a in sorted(tasks.items())) or "no workers"
+
+
+_views: "weakref.WeakKeyDictionary[Any, ClusterView]" = weakref.WeakKeyDictionary()
+_views_lock = threading.Lock()
+
+
+def cluster_view(client) -> ClusterView:
+    """The one ClusterView of ``client``."""
+    with _views_lock:
+        view = _views.get(client)
+        if view is None:
+            view = _views[client] = ClusterView(client)
+        return view
+
+
+def graph_text(graph: Graph) -> tuple[str, str]:
+    """(content hash, JSON GraphDef) of ``graph`` as it is now."""
+    text = json.dumps(graph.as_graph_def(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest(), text

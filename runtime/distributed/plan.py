@@ -1,0 +1,371 @@
+"""The client side of a distributed run: one (fetches, feeds) signature, compiled once
+into stages (tasks.py, stages.py), run as one pinned dask task per stage.
+
+Per run: resolve each task's worker (ClusterView), check that no worker holding
+variables restarted, send big feeds straight to the workers that read them
+(``scatter(direct=True)``), submit the stages in order, each pinned to its worker
+(``workers=[address]``, ``allow_other_workers=False``, ``pure=False``, a key unique
+to the run and stage) with its upstream stages' futures as arguments (values move
+worker to worker), wait while watching the workers, then:
+
+- every stage succeeded: gather the fetches (``gather(direct=True)``) and tell the
+  workers that wrote to commit (drop the run's undo journal; fire and forget);
+- a stage failed or a worker left: cancel what has not started, have the workers
+  that wrote roll the run back (restore its journal, the last write first), and
+  raise the error as the user's OpError class, naming the node, its full device
+  and where it was built; a worker that left is an UnavailableError.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from dataclasses import replace
+from typing import Any, Sequence
+
+import numpy as np
+
+from graphflow.errors import (AbortedError, InternalError, InvalidArgumentError, OpError,
+                              UnavailableError)
+from graphflow.graph import Graph, Operation, Output
+
+from ..passes import prune, require_feeds
+from ..tracing import RunMetadata
+from .cluster import ClusterView, cluster_view, describe, graph_text
+from .stage_graph import StageSpec, sink_ops
+from .stages import Route, Stage, cut_stages, routes
+from .tasks import Task, assign_tasks
+from .worker import events_of, finish_run, pick, run_stage
+
+#: Feeds of at least this many bytes go to their workers by ``scatter(direct=True)``;
+#: smaller ones ride in the task's arguments (through the scheduler, no extra round trip).
+SCATTER_BYTES = 1 << 18
+#: How often a waiting run asks the scheduler which workers are alive, on top of the
+#: remove-worker events it listens to (seconds).
+ALIVE_POLL_S = 1.0
+
+
+class ClusterSession:
+    """What a Session on a cluster keeps across runs: the cluster view, the graph as
+    shipped, the workers' incarnations it has seen, a run counter."""
+
+    def __init__(self, graph: Graph, config):
+        self.graph = graph
+        self.config = config
+        self.view: ClusterView = cluster_view(config.cluster)
+        self.worker_config = replace(config, cluster=None, inter_op_threads=1)
+        self.token = uuid.uuid4().hex[:12]
+        self._runs = itertools.count()
+        self._shipped: tuple[int, str] | None = None  # (number of ops, graph key)
+        self.seen: dict[Task, str | None] = {}  # incarnation of each stateful task's worker
+
+    def plan(self, fetches: Sequence, feeds: Sequence[Output]) -> "DistributedPlan":
+        return DistributedPlan(self, fetches, feeds)
+
+    def graph_key(self) -> str:
+        """The shipped graph's key; the graph is shipped again when it has grown."""
+        count = len(self.graph.operations())
+        if self._shipped is None or self._shipped[0] != count:
+            key, text = graph_text(self.graph)
+            self.view.ship(key, text)
+            self._shipped = (count, key)
+        return self._shipped[1]
+
+    def next_run(self) -> str:
+        return f"{self.token}-{next(self._runs)}"
+
+    def check_restarts(self, addresses: dict[Task, str], stateful: set[Task]) -> dict[Task, str]:
+        """Expected incarnations of the stateful tasks' workers. A worker that changed since
+        this Session last saw it is reported once (AbortedError), never silently
+        re-initialized; the next run accepts it."""
+        expected = {}
+        for task in stateful:
+            now = self.view.incarnation(addresses[task])
+            before = self.seen.get(task)
+            if before is None:
+                self.seen[task] = before = now
+            elif now is not None and now != before:
+                self.seen[task] = now
+                raise AbortedError(
+                    f"Task {task} restarted (worker {addresses[task]} is a new process): the "
+                    f"variables it held are gone. Run their initializers again "
+                    f"(gf.global_variables_initializer) or restore a checkpoint")
+            if before is not None:
+                expected[task] = before
+        return expected
+
+
+class DistributedPlan:
+    """A compiled (fetches, feeds) signature of a Session on a cluster."""
+
+    parallel = False  # the Session gives it no thread pool: dask runs the stages
+
+    def __init__(self, session: ClusterSession, fetches: Sequence, feeds: Sequence[Output]):
+        self.session = session
+        self.graph = session.graph
+        self.feeds = list(feeds)
+        fed = set(self.feeds)
+        ops = prune(fetches, fed)
+        require_feeds(ops, fed)
+        task_of = assign_tasks(ops, fed)
+        _check_tasks_exist(task_of, session.view.tasks())
+        self.stages: list[Stage] = cut_stages(ops, task_of, fed, fetches)
+        self.routes: list[Route] = routes(self.stages, fetches)
+        graph_key = session.graph_key() if self.stages else ""
+        feed_index = {o: j for j, o in enumerate(self.feeds)}
+        route_of = {(r.producer, r.consumer): k for k, r in enumerate(self.routes)}
+        self.specs: list[StageSpec] = []
+        self.arguments: list[list[tuple[str, int]]] = []  # per stage: ("route", k) | ("feed", j)
+        producer_of = {o: s.index for s in self.stages for o in s.outputs}
+        for s in self.stages:
+            layout: list[tuple[str, int]] = []
+            position: dict[tuple[str, int], int] = {}
+
+            def argument(kind: str, k: int) -> int:
+                if (kind, k) not in position:
+                    position[(kind, k)] = len(layout)
+                    layout.append((kind, k))
+                return position[(kind, k)]
+
+            sources = []
+            for i in s.inputs:
+                if i in feed_index:
+                    sources.append((argument("feed", feed_index[i]), -1))
+                else:
+                    route = self.routes[route_of[(producer_of[i], s.task)]]
+                    at = route.needs if route.picks is not None else self.stages[
+                        route.producer].outputs
+                    sources.append((argument("route", route_of[(producer_of[i], s.task)]),
+                                    at.index(i)))
+            for k in s.upstream:  # control-only dependencies wait for their stage too
+                argument("route", route_of[(k, s.task)])
+            self.arguments.append(layout)
+            self.specs.append(_spec(s, graph_key, tuple(sources)))
+        self.fetch_plan = []  # per fetch: ("feed", j) | ("route", k, position) | ("op",)
+        for f in fetches:
+            if isinstance(f, Operation):
+                self.fetch_plan.append(("op",))
+            elif f in feed_index:
+                self.fetch_plan.append(("feed", feed_index[f]))
+            else:
+                route = route_of[(producer_of[f], None)]
+                r = self.routes[route]
+                at = r.needs if r.picks is not None else self.stages[r.producer].outputs
+                self.fetch_plan.append(("route", route, at.index(f)))
+        self.client_routes = [k for k, r in enumerate(self.routes) if r.consumer is None]
+        self.tasks = sorted({s.task for s in self.stages})
+        self.writers = sorted({s.task for s in self.stages if s.writes})
+        self.stateful = {s.task for s in self.stages if s.uses_variables}
+
+    # -- running ------------------------------------------------------------------------------
+    def run(self, feed_values: Sequence, pool=None, metadata: RunMetadata | None = None) -> list:
+        """Run every stage once; the fetched values, as a local Plan returns them."""
+        if not self.stages:
+            return [self._fetched(step, None, feed_values) for step in self.fetch_plan]
+        session = self.session
+        client = session.view.client
+        addresses = {task: session.view.address(task) for task in self.tasks}
+        expected = session.check_restarts(addresses, self.stateful)
+        run_id = session.next_run()
+        trace = metadata is not None
+        feeds = self._feeds(client, feed_values, addresses)
+        route_futures: dict[int, Any] = {}
+        stage_futures = []
+        for s, spec, layout in zip(self.stages, self.specs, self.arguments):
+            address = addresses[s.task]
+            args = [route_futures[k] if kind == "route" else feeds[(k, address)]
+                    for kind, k in layout]
+            future = client.submit(
+                run_stage, spec, session.worker_config, run_id, expected.get(s.task), trace,
+                *args, key=f"graphflow-stage-{run_id}-{s.index}", workers=[address],
+                allow_other_workers=False, pure=False)
+            stage_futures.append(future)
+            for k, r in enumerate(self.routes):
+                if r.producer == s.index:
+                    route_futures[k] = future if r.picks is None else client.submit(
+                        pick, future, r.picks, key=f"graphflow-pick-{run_id}-{k}",
+                        workers=[address], allow_other_workers=False, pure=False)
+        everything = stage_futures + [f for f in route_futures.values()
+                                      if all(f is not g for g in stage_futures)]
+        try:
+            failed = self._wait(everything, stage_futures, addresses)
+            if failed is None:
+                fetched = client.gather([route_futures[k] for k in self.client_routes],
+                                        direct=True)
+                if trace:
+                    self._collect_events(client, stage_futures, addresses, metadata)
+        except (KeyboardInterrupt, SystemExit):
+            client.cancel(everything)
+            self._finish(run_id, addresses, commit=False)
+            raise
+        except Exception as e:  # noqa: BLE001 - a value lost with its worker, mostly
+            failed = UnavailableError(f"The run lost a value while fetching it: "
+                                      f"{type(e).__name__}: {e}")
+        if failed is not None:
+            client.cancel(everything)
+            self._finish(run_id, addresses, commit=False)
+            raise failed
+        self._finish(run_id, addresses, commit=True)
+        by_route = dict(zip(self.client_routes, fetched))
+        return [self._fetched(step, by_route, feed_values) for step in self.fetch_plan]
+
+    def _feeds(self, client, values: Sequence, addresses: dict[Task, str]) -> dict:
+        """Each fed value as the argument for each worker that reads it: small ones as
+        they are, big ones scattered straight to that worker."""
+        wanted: dict[tuple[int, str], Any] = {}
+        for s, layout in zip(self.stages, self.arguments):
+            for kind, j in layout:
+                if kind == "feed":
+                    wanted[(j, addresses[s.task])] = values[j]
+        big: dict[str, list[int]] = {}
+        for (j, address), value in wanted.items():
+            if getattr(value, "nbytes", 0) >= SCATTER_BYTES:
+                big.setdefault(address, []).append(j)
+        for address, js in big.items():
+            futures = client.scatter([values[j] for j in js], workers=[address], direct=True,
+                                     hash=False)
+            for j, future in zip(js, futures):
+                wanted[(j, address)] = future
+        return wanted
+
+    def _collect_events(self, client, stage_futures: list, addresses: dict[Task, str],
+                        metadata: RunMetadata) -> None:
+        """The traced stages' events (only they travel, not the values)."""
+        futures = [client.submit(events_of, f, workers=[addresses[s.task]],
+                                 allow_other_workers=False, pure=False)
+                   for s, f in zip(self.stages, stage_futures)]
+        for events in client.gather(futures, direct=True):
+            for e in events:
+                metadata._add(e)
+
+    def _wait(self, futures: list, stages: list, addresses: dict[Task, str]) -> BaseException | None:
+        """Wait for every future, or for the first error; the run's error, if any. A
+        worker of the run that leaves the cluster is an UnavailableError at once."""
+        view = self.session.view
+        watched = {a: t for t, a in addresses.items()}
+        settled = _Settled(futures)
+        next_poll = time.monotonic() + ALIVE_POLL_S
+        while not settled.wait(_WATCH_S):
+            gone = view.gone(watched)
+            if not gone and time.monotonic() >= next_poll:
+                gone = view.check_alive(watched)
+                next_poll = time.monotonic() + ALIVE_POLL_S
+            if gone:
+                return UnavailableError(
+                    f"Worker {gone[0]} ({watched[gone[0]]}) left the cluster during the run: "
+                    f"its stages cannot finish. The run's writes were rolled back on the other "
+                    f"workers; run again once the cluster is healthy")
+        for s, f in zip(self.stages, stages):
+            if f.status == "error":
+                return self._user_error(f.exception(), s)
+            if f.status in ("cancelled", "lost"):
+                return UnavailableError(f"The stage of {s.task} on worker "
+                                        f"{addresses[s.task]} was {f.status}: the worker left "
+                                        f"the cluster during the run")
+        for f in futures:  # a pick failed without its stage failing: a lost worker
+            if f.status != "finished":
+                return UnavailableError(f"A value of the run was {f.status}: a worker left the "
+                                        f"cluster during the run")
+        return None
+
+    def _finish(self, run_id: str, addresses: dict[Task, str], commit: bool) -> None:
+        """Commit (fire and forget) or roll back (and wait) the run on every worker that
+        may have written; a worker that is gone has nothing left to undo."""
+        if not self.writers:
+            return
+        from distributed import fire_and_forget, wait
+        client = self.session.view.client
+        gone = set(self.session.view.gone(addresses.values()))
+        futures = [client.submit(finish_run, run_id, commit, workers=[addresses[t]],
+                                 key=f"graphflow-{'commit' if commit else 'rollback'}-{run_id}-"
+                                     f"{t.job}-{t.index}",
+                                 allow_other_workers=False, pure=False)
+                   for t in self.writers if addresses[t] not in gone]
+        if commit:
+            fire_and_forget(futures)
+            return
+        try:
+            wait(futures, timeout=_ROLLBACK_TIMEOUT_S)
+        except TimeoutError:
+            client.cancel(futures)
+
+    def _user_error(self, err: BaseException, stage: Stage) -> BaseException:
+        """A worker's error as the user sees it: the same OpError class, with the site
+        where the node was built (from the client's graph, which knows it)."""
+        if isinstance(err, AbortedError):
+            self.session.seen.pop(stage.task, None)
+            self.session.view.forget()
+            return AbortedError(err.message)
+        if isinstance(err, OpError):
+            site = None
+            if err.node_name is not None and err.node_name in self.graph:
+                site = self.graph.operation(err.node_name).site
+            return type(err)(err.message, err.node_name, err.op_type, site=site,
+                             detail=err.detail)
+        name = type(err).__name__
+        if name in ("KilledWorker", "NoValidWorkerError"):
+            return UnavailableError(f"The stage of {stage.task} could not run: {name}: {err} "
+                                    f"(a worker died, or none is left for the task)")
+        return InternalError(f"The stage of {stage.task} failed: {name}: {err}")
+
+    @staticmethod
+    def _fetched(step: tuple, by_route: dict | None, feed_values: Sequence):
+        if step[0] == "op":
+            return None
+        value = feed_values[step[1]] if step[0] == "feed" else by_route[step[1]][0][step[2]]
+        if not isinstance(value, np.ndarray):
+            value = np.asarray(value)
+        if not value.flags.writeable:
+            value = value.copy()  # the caller gets an array of its own
+        return value
+
+
+class _Settled:
+    """Set when every future is done, or as soon as one is not successful."""
+
+    def __init__(self, futures: list):
+        self._remaining = len(futures)
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+        if not futures:
+            self._event.set()
+        for f in futures:
+            f.add_done_callback(self._done)
+
+    def _done(self, future) -> None:
+        with self._lock:
+            self._remaining -= 1
+            if self._remaining <= 0 or future.status != "finished":
+                self._event.set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._event.wait(timeout)
+
+
+#: How often a waiting run looks at the workers that left (the events it listens to).
+_WATCH_S = 0.02
+#: How long a failed run waits for its rollbacks (a worker that hangs is left behind).
+_ROLLBACK_TIMEOUT_S = 30.0
+
+
+def _spec(stage: Stage, graph_key: str, sources: tuple) -> StageSpec:
+    outputs = tuple((o.op.name, o.index) for o in stage.outputs)
+    inputs = tuple((o.op.name, o.index, o.dtype.name,
+                    None if o.shape.rank is None else tuple(o.shape.as_list()))
+                   for o in stage.inputs)
+    fields = (graph_key, str(stage.task), tuple(op.name for op in stage.ops), inputs, sources,
+              outputs, tuple(op.name for op in sink_ops(stage.ops, stage.outputs)),
+              stage.writes, stage.uses_variables)
+    import hashlib
+    key = hashlib.sha256(repr(fields).encode()).hexdigest()
+    return StageSpec(key, *fields)
+
+
+def _check_tasks_exist(task_of: dict[Operation, Task], tasks: dict[Task, str]) -> None:
+    for op, task in task_of.items():
+        if task not in tasks:
+            asked = f"requests {op.device}" if op.device else f"runs on {task}"
+            raise InvalidArgumentError(
+                f"Cannot assign a device for operation {op.name}: it {asked}, but the cluster "
+                f"has no such task (it has {describe(tasks)})", op.name, op.type, site=op.site)

@@ -1,0 +1,233 @@
+"""What runs inside a dask worker: its graphflow state and the functions that the
+client submits there.
+
+Each worker process keeps, per dask ``Worker`` (in-process clusters hold several):
+
+- the graphs shipped to it, by content hash (``GraphPlugin``: a dask WorkerPlugin,
+  so a worker that (re)starts later gets them too);
+- one compiled local Plan per stage (``StageSpec.key``), as a Session caches plans;
+- its variables (a ResourceStore keyed by the variable's name, shared by every
+  graph and Session that runs there, as a TensorFlow parameter server's);
+- the undo journal of each run that writes and is not finished yet;
+- its incarnation: a fresh id per worker start, by which the client tells a worker
+  that restarted (its variables are gone) from one that kept running.
+
+The state is held beside the plugin, not in it: registering a plugin again under
+its name replaces the instance, which must never drop variables.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+import weakref
+from dataclasses import replace
+from typing import Any
+
+from graphflow.errors import AbortedError, CancelledError, InternalError, OpError
+
+from ..devices import list_devices
+from ..executor import ForwardCounter, Plan
+from ..resources import Journal, ResourceStore, journaling
+from ..tracing import RunMetadata
+from .stage_graph import StageSpec, stage_graph
+
+try:  # the plugin base class; without dask nothing here is ever called
+    from distributed import WorkerPlugin
+except ImportError:  # pragma: no cover - graphflow without the extra
+    WorkerPlugin = object
+
+
+class _Stage:
+    """A stage compiled on this worker."""
+
+    def __init__(self, spec: StageSpec, graph_def: dict, config, resources: ResourceStore):
+        graph, feeds, fetches, _ = stage_graph(graph_def, spec)
+        self.plan = Plan(graph, fetches, feeds, list_devices(), config, ForwardCounter(),
+                         resources)
+        self.num_outputs = len(spec.outputs)
+
+
+class WorkerState:
+    """One dask worker's graphflow state (see the module docstring)."""
+
+    def __init__(self, address: str):
+        self.address = address
+        self.incarnation = uuid.uuid4().hex
+        self.resources = ResourceStore()
+        self._graph_texts: dict[str, str] = {}
+        self._graphs: dict[str, dict] = {}
+        self._stages: dict[str, _Stage] = {}
+        self._journals: dict[str, Journal] = {}
+        self._in_flight: dict[str, int] = {}
+        self._finished: dict[str, None] = {}  # runs taken back or committed: refuse late stages
+        self._lock = threading.Condition()
+
+    # -- graphs and stages ------------------------------------------------------------
+    def add_graph(self, key: str, text: str) -> None:
+        with self._lock:
+            self._graph_texts.setdefault(key, text)
+
+    def stage(self, spec: StageSpec, config) -> _Stage:
+        compiled = self._stages.get(spec.key)
+        if compiled is None:
+            graph_def = self._graph_def(spec)
+            compiled = _Stage(spec, graph_def, config, self.resources)
+            with self._lock:
+                compiled = self._stages.setdefault(spec.key, compiled)
+        return compiled
+
+    def _graph_def(self, spec: StageSpec) -> dict:
+        with self._lock:
+            graph_def = self._graphs.get(spec.graph_key)
+            if graph_def is None:
+                text = self._graph_texts.get(spec.graph_key)
+                if text is None:
+                    raise InternalError(
+                        f"Worker {self.address} ({spec.task}) has no graph {spec.graph_key[:12]}: "
+                        f"its graphflow plugin did not reach it")
+                graph_def = self._graphs[spec.graph_key] = json.loads(text)
+            return graph_def
+
+    # -- runs ---------------------------------------------------------------------------
+    def begin(self, run_id: str, writes: bool) -> Journal | None:
+        with self._lock:
+            if run_id in self._finished:
+                raise CancelledError(f"Run {run_id} was already finished on worker {self.address}")
+            self._in_flight[run_id] = self._in_flight.get(run_id, 0) + 1
+            if not writes:
+                return None
+            return self._journals.setdefault(run_id, Journal())
+
+    def end(self, run_id: str) -> None:
+        with self._lock:
+            self._in_flight[run_id] -= 1
+            if not self._in_flight[run_id]:
+                del self._in_flight[run_id]
+                self._lock.notify_all()
+
+    def finish(self, run_id: str, commit: bool) -> int:
+        """Commit (forget the journal) or roll back ``run_id``'s writes on this worker,
+        once no stage of the run is still running here; later stages of it are refused.
+        Returns the number of journal entries undone."""
+        with self._lock:
+            self._finished[run_id] = None
+            while len(self._finished) > _FINISHED_KEPT:
+                self._finished.pop(next(iter(self._finished)))
+            while run_id in self._in_flight:
+                self._lock.wait()
+            journal = self._journals.pop(run_id, None)
+        if journal is None or commit:
+            return 0
+        return journal.rollback()
+
+
+#: How many finished run ids a worker remembers (to refuse a stage that arrives late).
+_FINISHED_KEPT = 4096
+
+_states: "weakref.WeakKeyDictionary[Any, WorkerState]" = weakref.WeakKeyDictionary()
+_states_lock = threading.Lock()
+
+
+def worker_state(worker=None) -> WorkerState:
+    """This worker's graphflow state (created on first use)."""
+    if worker is None:
+        from distributed import get_worker
+        worker = get_worker()
+    with _states_lock:
+        state = _states.get(worker)
+        if state is None:
+            state = _states[worker] = WorkerState(worker.address)
+        return state
+
+
+class GraphPlugin(WorkerPlugin):
+    """Ships one graph (its JSON GraphDef) to every worker, now and when one starts."""
+
+    idempotent = True  # registering the same graph again changes nothing
+
+    def __init__(self, key: str, text: str):
+        self.key = key
+        self.text = text
+
+    def setup(self, worker) -> None:
+        worker_state(worker).add_graph(self.key, self.text)
+
+
+# -- the functions the client submits --------------------------------------------------------
+def run_stage(spec: StageSpec, config, run_id: str, incarnation: str | None, trace: bool,
+              *args) -> tuple:
+    """Run one stage of one run: ``(values, events)``. ``args`` are upstream results
+    (``(values, events)`` tuples) and feed values, read as ``spec.sources`` says."""
+    state = worker_state()
+    if spec.uses_variables and incarnation is not None and incarnation != state.incarnation:
+        raise AbortedError(
+            f"Task {spec.task} (worker {state.address}) restarted since this Session last ran "
+            f"there: the variables it held are gone. Run their initializers again "
+            f"(gf.global_variables_initializer) or restore a checkpoint", detail="restarted")
+    values = [args[a] if j < 0 else args[a][0][j] for a, j in spec.sources]
+    metadata = RunMetadata() if trace else None
+    journal = state.begin(run_id, spec.writes)
+    compiled = None
+    try:
+        compiled = state.stage(spec, config)
+        with journaling(journal):
+            results = compiled.plan.run(values, None, metadata)
+    except OpError as e:
+        raise _with_device(e, compiled, spec, state) from None
+    except Exception as e:  # noqa: BLE001 - a bug: reported with the task
+        raise InternalError(f"{type(e).__name__} on {spec.task} (worker {state.address}): {e}")
+    finally:
+        state.end(run_id)
+    events = None
+    if metadata is not None:
+        events = _placed_events(metadata.events, spec.task, state.address)
+    return tuple(results[:compiled.num_outputs]), events
+
+
+def pick(result: tuple, picks: tuple[int, ...]) -> tuple:
+    """Some of a stage's values, so that only those travel to another worker."""
+    values, _ = result
+    return tuple(values[k] for k in picks), None
+
+
+def events_of(result: tuple) -> list:
+    """A traced stage's events alone, for the client."""
+    return result[1] or []
+
+
+def finish_run(run_id: str, commit: bool) -> int:
+    """Commit or roll back a run's writes on this worker (see WorkerState.finish)."""
+    return worker_state().finish(run_id, commit)
+
+
+def incarnation(dask_worker=None) -> str:
+    """This worker's incarnation id (run by ``client.run``, which passes ``dask_worker``:
+    in-process workers share a thread, where ``get_worker`` cannot tell them apart)."""
+    return worker_state(dask_worker).incarnation
+
+
+def _with_device(err: OpError, compiled: _Stage | None, spec: StageSpec, state: WorkerState) -> OpError:
+    """``err`` naming the full device of its node (``/job:worker/replica:0/task:1/device:CPU:0``)
+    and the worker; the client adds the node's creation site from its own graph."""
+    device = "/device:CPU:0"
+    if err.node_name is not None and compiled is not None:
+        for op, placed in compiled.plan.placement.items():
+            if op.name == err.node_name:
+                device = placed.name
+                break
+    detail = f"device: {spec.task}{device}, worker: {state.address}"
+    if err.node_name is None:
+        return type(err)(f"{err.message} (on {spec.task}, worker {state.address})")
+    return type(err)(err.message, err.node_name, err.op_type,
+                     detail=f"{err.detail}, {detail}" if err.detail else detail)
+
+
+def _placed_events(events: list, task: str, address: str) -> list:
+    """Events with their full device and worker, times moved to the wall clock (the
+    process's perf counter means nothing elsewhere)."""
+    shift = time.time_ns() / 1e3 - time.perf_counter_ns() / 1e3
+    return [replace(e, device=f"{task}{e.device}", worker=address, start_us=e.start_us + shift,
+                    end_us=e.end_us + shift) for e in events]
+
