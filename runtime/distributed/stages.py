@@ -55,14 +55,21 @@ _READS = frozenset({"ReadVariableOp", "ResourceGather"})
 
 def hop_levels(ops: Sequence[Operation], task_of: Mapping[Operation, Task],
                fed: Collection[Output] = ()) -> dict[Operation, int]:
-    """The number of cross-task edges on the longest path into each op."""
+    """The number of cross-task edges on the longest path into each op; an op that
+    depends on nothing (a constant, a reader of feeds only) takes the latest level its
+    readers allow, so that it joins a reader's stage instead of making one."""
     fed = set(fed)
     hop: dict[Operation, int] = {}
+    readers: dict[Operation, list[Operation]] = {}
     for op in ops:
         level = 0
         for p in _dependencies(op, fed, hop):
             level = max(level, hop[p] + (task_of[p] != task_of[op]))
+            readers.setdefault(p, []).append(op)
         hop[op] = level
+    for op in reversed(ops):
+        if op in readers and not _dependencies(op, fed, hop):
+            hop[op] = min(hop[r] - (task_of[r] != task_of[op]) for r in readers[op])
     return hop
 
 
