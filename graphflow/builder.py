@@ -322,8 +322,18 @@ def _bind_type(op_def: OpDef, spec, dtype: DType, attrs: dict) -> None:
             f"type {bound.name} of argument '{first}'.")
 
 
+#: The most outputs one node may have. TensorFlow's limit is int32, but a node of
+#: 10**8 outputs cannot be built in any memory: it is refused before its lists are.
+MAX_OUTPUTS_PER_NODE = 1 << 16
+
+
 def _output_types(op_def: OpDef, attrs: dict) -> tuple[list[DType], list[int]]:
     dtypes, counts = [], []
+    total = sum(attrs[s.number_attr] if s.is_list else 1 for s in op_def.outputs)
+    if total > MAX_OUTPUTS_PER_NODE:
+        raise InvalidArgumentError(
+            f"{op_def.name} would have {total} outputs; a node has at most "
+            f"{MAX_OUTPUTS_PER_NODE}")
     for spec in op_def.outputs:
         n = attrs[spec.number_attr] if spec.is_list else 1
         dtype = spec.dtype or attrs[spec.type_attr]

@@ -440,3 +440,20 @@ def test_shape_and_size_past_int32_are_not_folded():
     np.testing.assert_array_equal(inference.constant_value(s.shape(x, gf.int64)), [2 ** 31, 2])
     assert inference.constant_value(s.size(x, gf.int64)) == 2 ** 32
     assert inference.constant_value(s.rank(x)) == 2
+
+
+@pytest.mark.parametrize("n", [10**5, 2**31 - 1])
+def test_a_node_of_absurdly_many_outputs_is_refused_before_it_is_built(n):
+    """num_partitions fits TensorFlow's int32, but 10**5 outputs would be lists of that
+    size in every pass: refused at build time, from Python and from a file."""
+    scope = gf.Scope(gf.Graph())
+    with pytest.raises(gf.errors.InvalidArgumentError, match=f"would have {n} outputs"):
+        scope.dynamic_partition([1.0, 2.0], [0, 1], num_partitions=n)
+    ok = gf.Scope(gf.Graph())
+    ok.dynamic_partition([1.0, 2.0], [0, 1], num_partitions=2)
+    graph_def = ok.graph.as_graph_def()
+    for node in graph_def["nodes"]:
+        if node["op"] == "DynamicPartition":
+            node["attrs"]["num_partitions"] = {"int": n}
+    with pytest.raises(gf.errors.InvalidArgumentError, match="outputs"):
+        gf.import_graph_def(graph_def)
