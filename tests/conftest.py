@@ -30,3 +30,25 @@ def run(scope):
     yield _run
     for s in sessions:
         s.close()
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """A Dask LocalCluster of 2 worker processes on the loopback (one thread each),
+    shared by the distributed tests of the session and always closed; skips when the
+    `distributed` extra is not installed. Pinned tasks of a dead worker fail after
+    10 s (`distributed.scheduler.no-workers-timeout`) instead of waiting forever."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    with dask.config.set({"distributed.scheduler.no-workers-timeout": "10s"}):
+        cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                           host="127.0.0.1", dashboard_address=None)
+        try:
+            client = distributed.Client(cluster)
+            try:
+                yield client
+            finally:
+                client.close()
+        finally:
+            cluster.close()
