@@ -26,6 +26,7 @@ import graphflow as gf
 from graphflow.errors import (FailedPreconditionError, InternalError, InvalidDTypeError,
                               ResourceExhaustedError)
 from graphflow.ops import DynamicPartition, ScatterNd
+from graphflow.runtime.feeds import feed_array
 
 
 # -- item 3: feeds ------------------------------------------------------------------------
@@ -230,6 +231,38 @@ def _holds(np_type, v: int) -> bool:
 def test_bad_string_feeds(feed_session, value, error, message):
     with pytest.raises(error, match=message):
         fed(feed_session, value, gf.string)
+
+
+class DeviceArrayLike:
+    """What graphflow sees of a cupy array: ``__cuda_array_interface__``, ``dtype``,
+    ``shape``, ``real`` and ``astype`` (computed here on the host)."""
+
+    def __init__(self, array):
+        self.array = array
+        self.dtype, self.shape = array.dtype, array.shape
+        self.__cuda_array_interface__ = {"shape": array.shape, "typestr": array.dtype.str}
+
+    @property
+    def real(self):
+        return DeviceArrayLike(self.array.real)
+
+    def astype(self, dtype):
+        return DeviceArrayLike(self.array.astype(dtype))
+
+
+@pytest.mark.parametrize("source", [np.float64, np.complex128, np.int64, np.float32],
+                         ids=lambda t: t.__name__)
+@pytest.mark.parametrize("target", [gf.float32, gf.int32, gf.bool], ids=lambda t: t.name)
+def test_a_device_array_is_cast_on_its_device_by_the_same_rule(source, target):
+    value = np.array([[0.0, 1.5], [-2.5, 3.0]]).astype(source)
+    device_array = DeviceArrayLike(value)
+    got = feed_array(device_array, target, "x:0")
+    assert isinstance(got, DeviceArrayLike)  # still on its device
+    assert (got is device_array) == (value.dtype == target.as_numpy_dtype)
+    assert got.array.dtype == target.as_numpy_dtype
+    assert got.array.tobytes() == tf1_feed(value, target).tobytes()
+    with pytest.raises(TypeError, match="Tensor 'x:0', which has dtype string"):
+        feed_array(device_array, gf.string, "x:0")
 
 
 def test_a_graph_element_is_no_feed_value(feed_session):
