@@ -36,25 +36,32 @@ class Journal:
         target = state.value
         saved = target.reshape(-1, slice_size)[offsets]  # a copy (fancy indexing)
         with self._lock:
-            self._entries.append((state, target, offsets, slice_size, saved))
+            self._entries.append((state, target, saved, offsets, slice_size))
 
     def save_value(self, state: "VariableState", in_place: bool) -> None:
         """Keep ``state``'s whole value (None if uninitialized): a copy if the write is
         in place, else the array itself, which the write replaces but never changes."""
-        value = state.value
-        if in_place and value is not None:
-            value = value.copy()
+        target = state.value
+        if in_place and target is not None:
+            entry = (state, target, target.copy(), None, None)
+        else:
+            entry = (state, None, target, None, None)
         with self._lock:
-            self._entries.append((state, None, None, None, value))
+            self._entries.append(entry)
 
     def rollback(self) -> int:
-        """Undo every saved write, the last first; returns how many."""
+        """Undo every saved write, the last first; returns how many. Values are restored
+        into the arrays they were saved from, so that earlier entries (undone later) find
+        the array they saved rows of."""
         with self._lock:
             entries, self._entries = self._entries, []
-        for state, target, offsets, slice_size, saved in reversed(entries):
+        for state, target, saved, offsets, slice_size in reversed(entries):
             with state.lock:
-                if target is None:
+                if target is None:          # a replacing write: the old array comes back
                     state.value = saved
+                elif offsets is None:       # an in-place write of the whole value
+                    np.copyto(target, saved)
+                    state.value = target
                 else:
                     target.reshape(-1, slice_size)[offsets] = saved
         return len(entries)

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError
 from graphflow.runtime.distributed.stage_graph import StageSpec, sink_ops, stage_graph
-from graphflow.runtime.distributed.stages import cut_stages, hop_levels, routes
+from graphflow.runtime.distributed.stages import PICK_BYTES, cut_stages, hop_levels, routes
 from graphflow.runtime.distributed.tasks import DEFAULT_TASK, Task, assign_tasks
 from graphflow.runtime.passes import prune
 
@@ -93,24 +93,34 @@ def test_feeds_enter_where_read_and_fetched_feeds_need_no_stage(scope):
 
 
 def test_routes_pick_only_what_travels(scope):
-    """A stage feeding another task and the client: each gets only its values, unless
-    the rest is statically small."""
+    """A stage feeding another task and the client: a consumer gets the whole result
+    unless what it does not need is known to be big; on its own task it always does."""
     w0, w1 = scope.with_device("/task:0"), scope.with_device("/task:1")
     x = scope.placeholder(gf.float32, shape=[None], name="x")
-    big = w0.neg(x, name="big")                      # unknown size: never sent for nothing
-    small = w0.constant(np.zeros(4, np.float32), name="small")
-    to_1 = w0.add(big, 1.0, name="to_1")
+    batch = w0.neg(x, name="batch")                      # size known at run time only
+    big = w0.fill([(PICK_BYTES >> 2) + 1], np.float32(0), name="big")  # known to be big
+    to_1 = w0.add(batch, 1.0, name="to_1")
     out = w1.mul(to_1, 2.0, name="out")
-    ops, task = _placed([out, big, small], [x])
-    stages = cut_stages(ops, task, [x], [out, big, small])
-    found = {(r.producer, r.consumer): r for r in routes(stages, [out, big, small])}
-    to_worker_1 = found[(0, W1)]
-    assert to_worker_1.needs == (to_1,) and to_worker_1.picks is not None
-    to_client = found[(0, None)]
-    assert set(to_client.needs) == {big, small}
-    # what the client does not need (to_1) has an unknown size: picked
-    assert to_client.picks is not None
-    assert found[(1, None)].picks is None  # the last stage's only output
+    back = w0.add(out, to_1, name="back")
+    fetches = [back, big]
+    ops, task = _placed(fetches, [x])
+    stages = cut_stages(ops, task, [x], fetches)
+    assert [(s.task, s.hop) for s in stages] == [(W0, 0), (W1, 1), (W0, 2)]
+    found = {(r.producer, r.consumer): r for r in routes(stages, fetches)}
+    to_worker_1 = found[(0, W1)]          # would carry `big` for nothing: picked
+    assert to_worker_1.needs == (to_1,) and to_worker_1.picks == (stages[0].outputs.index(to_1),)
+    assert found[(0, W0)].picks is None   # same task: nothing moves
+    assert found[(0, None)].needs == (big,) and found[(0, None)].picks is None  # rest: small
+    assert found[(1, W0)].picks is None and found[(2, None)].picks is None
+
+    small = scope.with_sub_scope("small")
+    w0, w1 = small.with_device("/task:0"), small.with_device("/task:1")
+    first = w0.neg(x, name="first")
+    extra = w0.add(first, 1.0, name="extra")            # unknown size: taken as small
+    fetches = [w1.neg(first, name="second"), extra]
+    ops, task = _placed(fetches, [x])
+    stages = cut_stages(ops, task, [x], fetches)
+    assert all(r.picks is None for r in routes(stages, fetches))
 
 
 def test_control_dependency_across_tasks_orders_stages(scope):

@@ -1,0 +1,148 @@
+"""What running on a Dask cluster costs: a sharded embedding step against one process,
+and graphflow's overhead per run and per stage against Dask's own round trip.
+
+    python -m benchmarks.distributed [--quick] [--json PATH]
+
+Starts a LocalCluster of 2 worker processes on the loopback (one thread each) and
+times, in one round-robin (interleaved samples, medians):
+
+- dask floor: ``client.submit`` of a trivial task pinned to a worker, then
+  ``gather(direct=True)``: what any dask run pays;
+- graphflow run of 1 stage: a tiny op on task 0 (``Session.run``, feed and fetch);
+- ping-pong of S stages: a chain of tiny ops alternating between the 2 tasks,
+  S = 2, 4, 8 (the slope over S is the cost of one more stage, i.e. one more hop);
+- sharded lookup: ids partitioned by shard (mod 2), a gather on each shard's task,
+  a stitch back, fetched (the embedding_lookup pattern), and the same step plus a
+  sparse scatter-add of gradients into each shard; each against the same graph run
+  by a local Session in this process.
+
+Overhead per run = the 1-stage run minus the same graph run locally; per stage = the
+ping-pong slope. Needs the `distributed` extra.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import platform
+
+import numpy as np
+
+from .harness import round_robin_times
+
+RESULTS = pathlib.Path(__file__).with_name("results")
+
+
+def _lookup_graph(gf, table: np.ndarray, devices: list[str], update: bool):
+    """Sharded lookup (and optionally a sparse update) with shard k on ``devices[k]``."""
+    scope = gf.Scope(gf.Graph())
+    n = len(devices)
+    shards = [scope.with_device(d).variable(table[k::n], name=f"shard{k}")
+              for k, d in enumerate(devices)]
+    ids = scope.placeholder(gf.int64, shape=[None], name="ids")
+    shard = scope.cast(scope.floor_mod(ids, n), gf.int32)
+    rows = scope.dynamic_partition(scope.floor_div(ids, n), shard, num_partitions=n)
+    where = scope.dynamic_partition(scope.range(0, scope.size(ids), 1), shard,
+                                    num_partitions=n)
+    found = scope.dynamic_stitch(where, [v.sparse_read(r) for v, r in zip(shards, rows)])
+    fetches = [found]
+    if update:
+        grads = scope.mul(found, np.float32(0.01))
+        parts = scope.dynamic_partition(grads, shard, num_partitions=n)
+        fetches += [v.scatter_nd_sub(scope.expand_dims(r, -1), p, read_value=False)
+                    for v, r, p in zip(shards, rows, parts)]
+    return scope.graph, ids, fetches
+
+
+def _ping_pong(gf, stages: int, local: bool = False):
+    """Tiny adds alternating between tasks 0 and 1 (all local with ``local``)."""
+    scope = gf.Scope(gf.Graph())
+    x = scope.placeholder(gf.float32, shape=[4], name="x")
+    h = x
+    for k in range(stages):
+        h = scope.with_device("" if local else f"/job:worker/task:{k % 2}").add(h, np.float32(1))
+    return scope.graph, x, h
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples")
+    parser.add_argument("--json", default=str(RESULTS / "distributed.json"),
+                        help="where to write the results ('' for nowhere)")
+    args = parser.parse_args(argv)
+    import distributed
+
+    import graphflow as gf
+
+    repeats = 9 if args.quick else 31
+    rows, dim, batch = 100_000, 64, 1024
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((rows, dim)).astype(np.float32)
+    ids = rng.integers(0, rows, batch)
+    small = np.ones(4, np.float32)
+
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                  host="127.0.0.1", dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        on_cluster = gf.SessionConfig(cluster=client)
+        workers = sorted(client.scheduler_info()["workers"])
+        sessions, fns = [], {}
+
+        def session(graph, config=None):
+            sess = gf.Session(graph, config)
+            sessions.append(sess)
+            return sess
+
+        fns["dask floor: submit + gather"] = lambda: client.gather(
+            client.submit(int, 1, workers=[workers[0]], allow_other_workers=False, pure=False),
+            direct=True)
+        one_graph, one_x, one_y = _ping_pong(gf, 1, local=True)
+        local_one = session(one_graph).make_callable(one_y, [one_x])
+        fns["1 stage, local Session"] = lambda: local_one(small)
+        for stages in (1, 2, 4, 8):
+            g, x, y = _ping_pong(gf, stages)
+            f = session(g, on_cluster).make_callable(y, [x])
+            fns[f"{stages} stage{'s' if stages > 1 else ''}, cluster"] = \
+                lambda f=f: f(small)
+        for update in (False, True):
+            what = "lookup + sparse update" if update else "lookup"
+            for where, devices, config in (
+                    ("1 process", ["", ""], None),
+                    ("2 workers", ["/job:worker/task:0", "/job:worker/task:1"], on_cluster)):
+                graph, feed, fetches = _lookup_graph(gf, table, devices, update)
+                sess = session(graph, config)
+                sess.run(gf.global_variables_initializer(graph))
+                f = sess.make_callable(fetches, [feed])
+                fns[f"{what}, {where}"] = lambda f=f: f(ids)
+        times = round_robin_times(fns, repeats)
+        probe = _ping_pong(gf, 4)
+        stages_of = len(session(probe[0], on_cluster)._plan([probe[2]], [probe[1]]).stages)
+        for sess in sessions:
+            sess.close()
+
+    slope = np.polyfit([1, 2, 4, 8], [times[f"{s} stage{'s' if s > 1 else ''}, cluster"]
+                                      for s in (1, 2, 4, 8)], 1)[0]
+    result = {
+        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores, "
+                   f"distributed {distributed.__version__}",
+        "times_ms": {k: v * 1e3 for k, v in times.items()},
+        "overhead_per_run_ms": (times["1 stage, cluster"] - times["1 stage, local Session"]) * 1e3,
+        "overhead_per_stage_ms": slope * 1e3,
+        "ping_pong_4_stages": stages_of,
+        "lookup": {"rows": rows, "dim": dim, "batch": batch},
+    }
+    print(f"machine: {result['machine']}; table {rows}x{dim} float32 in 2 shards, "
+          f"batch {batch} ids")
+    print("| case | median ms |\n|---|---|")
+    for name, t in times.items():
+        print(f"| {name} | {t * 1e3:.2f} |")
+    print(f"overhead per run: {result['overhead_per_run_ms']:.2f} ms "
+          f"(1-stage cluster run - local run); per extra stage (one hop): "
+          f"{result['overhead_per_stage_ms']:.2f} ms (slope over 1-8 stages)")
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()
