@@ -127,13 +127,9 @@ def test_sharded_embeddings_on_one_process_follow_the_one_table_curve(strategy, 
 
 def test_sharded_embeddings_on_two_dask_workers():
     pytest.importorskip("distributed")
-    import inspect
-
-    import graphflow as gf
-    if "cluster" not in inspect.signature(gf.SessionConfig).parameters:
-        pytest.skip("the Dask engine (SessionConfig(cluster=...)) has not landed yet")
     out = run_example("sharded_embeddings.py", *SHARDED_SMALL)  # the default: 2 workers
     assert "in 2 shards (mod) on 2 Dask workers" in out
+    assert "embedding_lookup/Gather_1 reads embedding_1 on /job:worker/task:1" in out
     _assert_sharded_follows_one_table(out)
 
 
