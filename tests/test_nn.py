@@ -431,3 +431,76 @@ def test_lookup_on_a_gpu_equals_the_cpu(kind, strategy):
         np.testing.assert_array_equal(sess.run(out), reference(shards, ids, strategy))
         with pytest.raises(InvalidArgumentError, match="Integer division by zero"):
             sess.run(tiny)
+
+
+# -- on a Dask cluster (tests/conftest.py's dask_client: 2 worker processes) --------------
+WORKER_TASKS = ["/job:worker/task:0", "/job:worker/task:1"]
+
+
+def _cluster_scope(request) -> gf.Scope:
+    """A root scope named after the test: variables on workers are shared by name across
+    graphs and Sessions (a parameter server's), so every test keeps its own."""
+    pytest.importorskip("distributed")
+    name = "".join(c if c.isalnum() else "_" for c in request.node.name)
+    return gf.Scope(gf.Graph()).with_sub_scope(name)
+
+
+def _sharded_model(scope, shards, strategy, devices):
+    """Shard k on devices[k] (or anywhere), a lookup, a loss and an SGD step."""
+    params = [(scope.with_device(devices[k]) if devices else scope).variable(s, name=f"shard{k}")
+              for k, s in enumerate(shards)]
+    ids = scope.placeholder(gf.int64, shape=[None, 2], name="ids")
+    out = gf.nn.embedding_lookup(params, ids, partition_strategy=strategy)
+    loss = scope.reduce_sum(scope.mul(out, out))
+    return params, ids, out, gf.train.GradientDescentOptimizer(0.25).minimize(loss)
+
+
+@pytest.mark.parametrize("strategy", ["mod", "div"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_sharded_lookup_and_step_on_the_cluster_equal_one_process(request, dask_client,
+                                                                  strategy, n):
+    """Shard k on task k % 2: the lookup, then a training step (each shard's sparse update
+    on its own worker), equal to the same graph on one process."""
+    shards = make_shards(n, np.float64, seed=7)
+    valid = valid_ids(SIZES[:n], strategy)
+    id_value = np.random.default_rng(n).choice(valid, size=(6, 2))
+    id_value[-1] = id_value[0]  # duplicates
+    results = []
+    for devices, config in ((None, None),
+                            ([WORKER_TASKS[k % 2] for k in range(n)],
+                             gf.SessionConfig(cluster=dask_client))):
+        scope = _cluster_scope(request)
+        params, ids, out, step = _sharded_model(scope, shards, strategy, devices)
+        with gf.Session(scope.graph, config) as sess:
+            sess.run(gf.global_variables_initializer(scope.graph))
+            looked_up = sess.run(out, {ids: id_value})
+            sess.run(step, {ids: id_value})
+            results.append((looked_up, sess.run(params)))
+    (one_lookup, one_after), (cluster_lookup, cluster_after) = results
+    np.testing.assert_array_equal(one_lookup, reference(shards, id_value, strategy))
+    np.testing.assert_array_equal(cluster_lookup, one_lookup)
+    for a, b in zip(cluster_after, one_after):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_out_of_range_id_on_the_cluster_names_node_and_task_and_changes_no_shard(
+        request, dask_client):
+    scope = _cluster_scope(request)
+    shards = [np.ones((4, 2)), np.ones((3, 2))]
+    params, ids, out, step = _sharded_model(scope, shards, "mod", WORKER_TASKS)
+    with gf.Session(scope.graph, gf.SessionConfig(cluster=dask_client)) as sess:
+        sess.run(gf.global_variables_initializer(scope.graph))
+        for fetch in (out, step):
+            with pytest.raises(InvalidArgumentError) as info:
+                sess.run(fetch, {ids: [[0, 1], [2, 9]]})  # 9: shard 1, row 4 of 3
+            message = str(info.value)
+            assert info.value.node_name.endswith("embedding_lookup/Gather_1")
+            assert "/job:worker/replica:0/task:1/device:CPU:0" in message
+            assert "does not index into param shape [3,2]" in message
+        for v, s in zip(params, shards):
+            np.testing.assert_array_equal(sess.run(v), s)  # no shard changed
+        sess.run(step, {ids: [[0, 1], [2, 3]]})  # the Session still works
+        after = sess.run(params)
+    # d(sum x^2)/dx = 2x: rows looked up go from 1 to 1 - 0.25 * 2 = 0.5, the others stay
+    np.testing.assert_array_equal(after[0][:, 0], [0.5, 0.5, 1, 1])
+    np.testing.assert_array_equal(after[1][:, 0], [0.5, 0.5, 1])
