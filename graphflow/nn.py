@@ -182,9 +182,6 @@ def _check_tables(tables: list[_Table]) -> TensorShape:
             raise InvalidDTypeError(
                 f"embedding_lookup: every shard must have one dtype, but {first.label} is "
                 f"{first.dtype.name} and {t.label} is {t.dtype.name}")
-        if t.dtype.is_string:
-            raise InvalidDTypeError(f"embedding_lookup: {t.label} is a string tensor; "
-                                    f"tables of strings are not supported")
         if t.shape.rank == 0:
             raise InvalidArgumentError(
                 f"embedding_lookup: {t.label} is a scalar; a shard must be at least 1-D")

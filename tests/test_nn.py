@@ -136,6 +136,22 @@ def test_values_recorded_from_tensorflow(scope, strategy, variables):
     assert run_all(scope.graph, out).tolist() == TF_RECORDED[strategy]
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.int8, np.uint64, np.bool_, np.complex64,
+                                   object])
+@pytest.mark.parametrize("strategy", ["mod", "div"])
+def test_tables_of_every_dtype(scope, dtype, strategy):
+    base = np.arange(9 * 2).reshape(9, 2)
+    table = np.array([[str(v).encode() for v in row] for row in base], object) \
+        if dtype is object else (base % 2 == 1 if dtype is np.bool_ else base.astype(dtype))
+    shards = [table[:4], table[4:7], table[7:]]
+    valid = valid_ids([4, 3, 2], strategy)
+    ids = np.array([[valid[-1], valid[0], valid[5]], [valid[5], valid[3], valid[1]]], np.int32)
+    out = gf.nn.embedding_lookup([scope.constant(s) for s in shards], ids,
+                                 partition_strategy=strategy)
+    assert out.dtype == gf.as_dtype(shards[0].dtype)
+    np.testing.assert_array_equal(run_all(scope.graph, out), reference(shards, ids, strategy))
+
+
 @settings(max_examples=30, deadline=None)
 @given(n=st.integers(1, 4), strategy=st.sampled_from(["mod", "div"]),
        sizes=st.lists(st.integers(0, 6), min_size=4, max_size=4), data=st.data())
