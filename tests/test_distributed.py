@@ -207,6 +207,18 @@ def test_variables_live_on_the_workers_across_sessions(scope, cluster, dask_clie
         np.testing.assert_array_equal(other.run(v.read()), [2, 2, 2])
 
 
+def test_a_graph_that_grows_between_runs(scope, cluster):
+    """The workers get the new version of the graph; plans of the old one keep working."""
+    x = scope.placeholder(gf.float32, shape=[2], name="x")
+    y = scope.with_device(W1).neg(x, name="y")
+    with gf.Session(scope.graph, cluster) as sess:
+        value = np.array([1, 2], np.float32)
+        np.testing.assert_array_equal(sess.run(y, {x: value}), -value)
+        z = scope.with_device(W0).mul(y, y, name="z")  # added after the first run
+        np.testing.assert_array_equal(sess.run(z, {x: value}), value ** 2)
+        np.testing.assert_array_equal(sess.run(y, {x: value}), -value)
+
+
 def test_uninitialized_variable_on_a_worker(scope, cluster):
     v = scope.with_device(W1).variable(np.zeros(2, np.float32), name="never_initialized")
     with gf.Session(scope.graph, cluster) as sess:

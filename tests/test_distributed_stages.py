@@ -142,7 +142,7 @@ def test_stage_graph_keeps_names_and_replaces_inputs(scope):
     c = w1.with_control_dependencies([a.op]).neg(b, name="c")
     ops, task = _placed([c])
     stage = cut_stages(ops, task, (), [c])[1]
-    spec = StageSpec("k", "g", str(W1), tuple(op.name for op in stage.ops),
+    spec = StageSpec("k", "g", 0, str(W1), tuple(op.name for op in stage.ops),
                      (("a", 0, "float32", (3,)),), ((0, 0),), (("c", 0),),
                      tuple(op.name for op in sink_ops(stage.ops, stage.outputs)), False, False)
     graph, feeds, fetches, _ = stage_graph(scope.graph.as_graph_def(), spec)

@@ -11,13 +11,18 @@ there are.
 One ClusterView per Client, shared by every Session on it. It learns that a worker
 left from the scheduler's ``remove-worker`` event on that worker's topic (no cost
 per run), and asks the scheduler for the worker list again only after that.
+
+Graphs go to the workers as JSON GraphDefs in a WorkerPlugin named after the graph
+(an id per Graph object of this process): a graph only grows, so when it has grown
+the new version replaces the old one under the same name, on every worker and on
+every worker that starts later.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import threading
+import uuid
 import weakref
 from typing import Any
 
@@ -82,7 +87,7 @@ class ClusterView:
         self._incarnations: dict[str, str] = {}
         self._left: set[str] = set()
         self._watched: set[str] = set()
-        self._graphs: set[str] = set()
+        self._graphs: dict[str, int] = {}  # graph id -> the version (number of ops) shipped
         self.generation = 0  # grows whenever the task map is read again
 
     # -- tasks --------------------------------------------------------------------------
@@ -160,15 +165,19 @@ class ClusterView:
         return missing
 
     # -- graphs -----------------------------------------------------------------------------
-    def ship(self, key: str, text: str) -> None:
-        """Give every worker (and every worker that starts later) the graph ``key``."""
+    def ship(self, graph: Graph) -> tuple[str, int]:
+        """Give every worker (and every worker that starts later) ``graph`` as it is now,
+        unless they have this version already: (the graph's id, its version)."""
+        key, version = graph_id(graph), len(graph.operations())
         with self._lock:
-            if key in self._graphs:
-                return
+            if self._graphs.get(key, -1) >= version:
+                return key, version
+        text = json.dumps(graph.as_graph_def(), separators=(",", ":"))
         from .worker import GraphPlugin
-        self.client.register_plugin(GraphPlugin(key, text), name=f"graphflow-graph-{key[:16]}")
+        self.client.register_plugin(GraphPlugin(key, version, text), name=f"graphflow-{key}")
         with self._lock:
-            self._graphs.add(key)
+            self._graphs[key] = max(version, self._graphs.get(key, -1))
+        return key, version
 
 
 def describe(tasks: dict[Task, str]) -> str:
@@ -188,7 +197,13 @@ def cluster_view(client) -> ClusterView:
         return view
 
 
-def graph_text(graph: Graph) -> tuple[str, str]:
-    """(content hash, JSON GraphDef) of ``graph`` as it is now."""
-    text = json.dumps(graph.as_graph_def(), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest(), text
+_graph_ids: "weakref.WeakKeyDictionary[Graph, str]" = weakref.WeakKeyDictionary()
+
+
+def graph_id(graph: Graph) -> str:
+    """A name for ``graph`` on the workers, the same for every Session of it."""
+    with _views_lock:
+        key = _graph_ids.get(graph)
+        if key is None:
+            key = _graph_ids[graph] = f"graph-{uuid.uuid4().hex[:16]}"
+        return key

@@ -17,6 +17,7 @@ worker to worker), wait while watching the workers, then:
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import threading
 import time
@@ -32,7 +33,7 @@ from graphflow.graph import Graph, Operation, Output
 
 from ..passes import prune, require_feeds
 from ..tracing import RunMetadata
-from .cluster import ClusterView, cluster_view, describe, graph_text
+from .cluster import ClusterView, cluster_view, describe
 from .stage_graph import StageSpec, sink_ops
 from .stages import Route, Stage, cut_stages, routes
 from .tasks import Task, assign_tasks
@@ -57,20 +58,14 @@ class ClusterSession:
         self.worker_config = replace(config, cluster=None, inter_op_threads=1)
         self.token = uuid.uuid4().hex[:12]
         self._runs = itertools.count()
-        self._shipped: tuple[int, str] | None = None  # (number of ops, graph key)
         self.seen: dict[Task, str | None] = {}  # incarnation of each stateful task's worker
 
     def plan(self, fetches: Sequence, feeds: Sequence[Output]) -> "DistributedPlan":
         return DistributedPlan(self, fetches, feeds)
 
-    def graph_key(self) -> str:
-        """The shipped graph's key; the graph is shipped again when it has grown."""
-        count = len(self.graph.operations())
-        if self._shipped is None or self._shipped[0] != count:
-            key, text = graph_text(self.graph)
-            self.view.ship(key, text)
-            self._shipped = (count, key)
-        return self._shipped[1]
+    def ship(self) -> tuple[str, int]:
+        """The graph's id and version on the workers (shipped again once it has grown)."""
+        return self.view.ship(self.graph)
 
     def next_run(self) -> str:
         return f"{self.token}-{next(self._runs)}"
@@ -112,7 +107,7 @@ class DistributedPlan:
         _check_tasks_exist(task_of, session.view.tasks())
         self.stages: list[Stage] = cut_stages(ops, task_of, fed, fetches)
         self.routes: list[Route] = routes(self.stages, fetches)
-        graph_key = session.graph_key() if self.stages else ""
+        graph = session.ship() if self.stages else ("", 0)
         feed_index = {o: j for j, o in enumerate(self.feeds)}
         route_of = {(r.producer, r.consumer): k for k, r in enumerate(self.routes)}
         self.specs: list[StageSpec] = []
@@ -141,7 +136,7 @@ class DistributedPlan:
             for k in s.upstream:  # control-only dependencies wait for their stage too
                 argument("route", route_of[(k, s.task)])
             self.arguments.append(layout)
-            self.specs.append(_spec(s, graph_key, tuple(sources)))
+            self.specs.append(_spec(s, graph, tuple(sources)))
         self.fetch_plan = []  # per fetch: ("feed", j) | ("route", k, position) | ("op",)
         for f in fetches:
             if isinstance(f, Operation):
@@ -349,15 +344,14 @@ _WATCH_S = 0.02
 _ROLLBACK_TIMEOUT_S = 30.0
 
 
-def _spec(stage: Stage, graph_key: str, sources: tuple) -> StageSpec:
+def _spec(stage: Stage, graph: tuple[str, int], sources: tuple) -> StageSpec:
     outputs = tuple((o.op.name, o.index) for o in stage.outputs)
     inputs = tuple((o.op.name, o.index, o.dtype.name,
                     None if o.shape.rank is None else tuple(o.shape.as_list()))
                    for o in stage.inputs)
-    fields = (graph_key, str(stage.task), tuple(op.name for op in stage.ops), inputs, sources,
+    fields = (*graph, str(stage.task), tuple(op.name for op in stage.ops), inputs, sources,
               outputs, tuple(op.name for op in sink_ops(stage.ops, stage.outputs)),
               stage.writes, stage.uses_variables)
-    import hashlib
     key = hashlib.sha256(repr(fields).encode()).hexdigest()
     return StageSpec(key, *fields)
 

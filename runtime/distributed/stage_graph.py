@@ -22,7 +22,8 @@ class StageSpec:
     small: names), compiled once per worker and ``key``."""
 
     key: str                                   # content hash of the fields below
-    graph_key: str
+    graph_key: str                             # the graph's id on the workers
+    graph_version: int                         # it needs at least this many ops
     task: str                                  # "/job:worker/replica:0/task:1"
     nodes: tuple[str, ...]                     # the stage's ops, topological order
     inputs: tuple[tuple[str, int, str, tuple | None], ...]  # (node, output, dtype, shape)

@@ -56,8 +56,8 @@ class WorkerState:
         self.address = address
         self.incarnation = uuid.uuid4().hex
         self.resources = ResourceStore()
-        self._graph_texts: dict[str, str] = {}
-        self._graphs: dict[str, dict] = {}
+        self._graph_texts: dict[str, tuple[int, str]] = {}  # graph id -> (version, JSON)
+        self._graphs: dict[str, tuple[int, dict]] = {}       # parsed, at first use
         self._stages: dict[str, _Stage] = {}
         self._journals: dict[str, Journal] = {}
         self._in_flight: dict[str, int] = {}
@@ -65,9 +65,11 @@ class WorkerState:
         self._lock = threading.Condition()
 
     # -- graphs and stages ------------------------------------------------------------
-    def add_graph(self, key: str, text: str) -> None:
+    def add_graph(self, key: str, version: int, text: str) -> None:
         with self._lock:
-            self._graph_texts.setdefault(key, text)
+            if self._graph_texts.get(key, (-1, ""))[0] < version:
+                self._graph_texts[key] = (version, text)
+                self._graphs.pop(key, None)
 
     def stage(self, spec: StageSpec, config) -> _Stage:
         compiled = self._stages.get(spec.key)
@@ -80,15 +82,16 @@ class WorkerState:
 
     def _graph_def(self, spec: StageSpec) -> dict:
         with self._lock:
-            graph_def = self._graphs.get(spec.graph_key)
-            if graph_def is None:
-                text = self._graph_texts.get(spec.graph_key)
-                if text is None:
+            parsed = self._graphs.get(spec.graph_key)
+            if parsed is None:
+                version, text = self._graph_texts.get(spec.graph_key, (-1, ""))
+                if version < spec.graph_version:
                     raise InternalError(
-                        f"Worker {self.address} ({spec.task}) has no graph {spec.graph_key[:12]}: "
+                        f"Worker {self.address} ({spec.task}) has not received the graph "
+                        f"{spec.graph_key} (version {spec.graph_version}; it has {version}): "
                         f"its graphflow plugin did not reach it")
-                graph_def = self._graphs[spec.graph_key] = json.loads(text)
-            return graph_def
+                parsed = self._graphs[spec.graph_key] = (version, json.loads(text))
+            return parsed[1]
 
     # -- runs ---------------------------------------------------------------------------
     def begin(self, run_id: str, writes: bool) -> Journal | None:
@@ -143,16 +146,16 @@ def worker_state(worker=None) -> WorkerState:
 
 
 class GraphPlugin(WorkerPlugin):
-    """Ships one graph (its JSON GraphDef) to every worker, now and when one starts."""
+    """Ships one graph (its JSON GraphDef) to every worker, now and when one starts; a
+    later version of the graph (it only grows) replaces it under the same name."""
 
-    idempotent = True  # registering the same graph again changes nothing
-
-    def __init__(self, key: str, text: str):
+    def __init__(self, key: str, version: int, text: str):
         self.key = key
+        self.version = version
         self.text = text
 
     def setup(self, worker) -> None:
-        worker_state(worker).add_graph(self.key, self.text)
+        worker_state(worker).add_graph(self.key, self.version, self.text)
 
 
 # -- the functions the client submits --------------------------------------------------------
