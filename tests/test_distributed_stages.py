@@ -8,6 +8,7 @@ import graphflow as gf
 from graphflow.errors import InvalidArgumentError
 from graphflow.runtime.distributed.stage_graph import StageSpec, sink_ops, stage_graph
 from graphflow.runtime.distributed.stages import PICK_BYTES, cut_stages, hop_levels, routes
+from graphflow.runtime.distributed.cluster import task_map
 from graphflow.runtime.distributed.tasks import DEFAULT_TASK, Task, assign_tasks
 from graphflow.runtime.passes import prune
 
@@ -17,6 +18,20 @@ W0, W1, W2 = Task("worker", 0), Task("worker", 1), Task("worker", 2)
 def _placed(fetches, feeds=()):
     ops = prune(fetches, set(feeds))
     return ops, assign_tasks(ops, feeds)
+
+
+def test_task_k_is_the_k_th_worker_by_name():
+    workers = {f"tcp://w{k}": {"name": k} for k in (10, 2, 0, 1)}  # numbers by value
+    assert task_map(workers) == {W0: "tcp://w0", W1: "tcp://w1", W2: "tcp://w2",
+                                 Task("worker", 3): "tcp://w10"}
+    named = {"tcp://a": {"name": "ps:0"}, "tcp://b": {"name": "beta"},
+             "tcp://c": {"name": "alpha"}, "tcp://d": {"name": "ps:1"}}
+    assert task_map(named) == {Task("ps", 0): "tcp://a", Task("ps", 1): "tcp://d",
+                               W0: "tcp://c", W1: "tcp://b"}
+    explicit = {"tcp://a": {"name": "worker:1"}, "tcp://b": {"name": "other"}}
+    assert task_map(explicit) == {W1: "tcp://a"}  # job worker is exactly the named ones
+    with pytest.raises(InvalidArgumentError, match="Two workers claim /job:ps"):
+        task_map({"tcp://a": {"name": "ps:0"}, "tcp://b": {"name": "ps:0"}})
 
 
 def test_request_inputs_and_consumers(scope):

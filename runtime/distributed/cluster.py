@@ -46,6 +46,9 @@ def require_client(cluster: Any):
     if not isinstance(cluster, distributed.Client):
         raise TypeError(f"SessionConfig.cluster must be a distributed.Client, got "
                         f"{type(cluster).__name__} {cluster!r}")
+    if cluster.asynchronous:
+        raise TypeError("SessionConfig.cluster must be a synchronous distributed.Client "
+                        "(Session.run blocks): got one made with asynchronous=True")
     return cluster
 
 
@@ -126,9 +129,10 @@ class ClusterView:
     def _read_incarnations(self, addresses: list[str]) -> dict[str, str]:
         from .worker import incarnation
         try:
-            return dict(self.client.run(incarnation, workers=addresses, on_error="return"))
+            answers = self.client.run(incarnation, workers=addresses, on_error="return")
         except Exception:  # noqa: BLE001 - a worker that cannot answer is checked per run
             return {}
+        return {a: i for a, i in answers.items() if isinstance(i, str)}
 
     # -- workers that leave ---------------------------------------------------------------
     def _watch(self, addresses) -> None:
