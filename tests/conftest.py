@@ -39,9 +39,14 @@ def dask_client():
     `distributed` extra is not installed. Pinned tasks of a dead worker fail after
     10 s (`distributed.scheduler.no-workers-timeout`) instead of waiting forever."""
     distributed = pytest.importorskip("distributed")
+    import warnings
+
     import dask
 
-    with dask.config.set({"distributed.scheduler.no-workers-timeout": "10s"}):
+    with dask.config.set({"distributed.scheduler.no-workers-timeout": "10s"}), \
+            warnings.catch_warnings():
+        # its HTTP server (loopback only) moves off 8787 when another cluster holds it
+        warnings.filterwarnings("ignore", message="Port .* is already in use")
         cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
                                            host="127.0.0.1", dashboard_address=None)
         try:

@@ -149,6 +149,8 @@ class DistributedPlan:
                 at = r.needs if r.picks is not None else self.stages[r.producer].outputs
                 self.fetch_plan.append(("route", route, at.index(f)))
         self.client_routes = [k for k, r in enumerate(self.routes) if r.consumer is None]
+        self.routes_from = [[k for k, r in enumerate(self.routes) if r.producer == s.index]
+                            for s in self.stages]
         self.tasks = sorted({s.task for s in self.stages})
         self.writers = sorted({s.task for s in self.stages if s.writes})
         self.stateful = {s.task for s in self.stages if s.uses_variables}
@@ -176,11 +178,11 @@ class DistributedPlan:
                 *args, key=f"graphflow-stage-{run_id}-{s.index}", workers=[address],
                 allow_other_workers=False, pure=False)
             stage_futures.append(future)
-            for k, r in enumerate(self.routes):
-                if r.producer == s.index:
-                    route_futures[k] = future if r.picks is None else client.submit(
-                        pick, future, r.picks, key=f"graphflow-pick-{run_id}-{k}",
-                        workers=[address], allow_other_workers=False, pure=False)
+            for k in self.routes_from[s.index]:
+                picks = self.routes[k].picks
+                route_futures[k] = future if picks is None else client.submit(
+                    pick, future, picks, key=f"graphflow-pick-{run_id}-{k}",
+                    workers=[address], allow_other_workers=False, pure=False)
         everything = stage_futures + [f for f in route_futures.values()
                                       if all(f is not g for g in stage_futures)]
         try:
@@ -269,21 +271,29 @@ class DistributedPlan:
         may have written; a worker that is gone has nothing left to undo."""
         if not self.writers:
             return
-        from distributed import fire_and_forget, wait
-        client = self.session.view.client
-        gone = set(self.session.view.gone(addresses.values()))
-        futures = [client.submit(finish_run, run_id, commit, workers=[addresses[t]],
-                                 key=f"graphflow-{'commit' if commit else 'rollback'}-{run_id}-"
-                                     f"{t.job}-{t.index}",
-                                 allow_other_workers=False, pure=False)
-                   for t in self.writers if addresses[t] not in gone]
+        from distributed import fire_and_forget
+        view = self.session.view
+        gone = set(view.gone(addresses.values()))
+        workers = [addresses[t] for t in self.writers if addresses[t] not in gone]
+        futures = [view.client.submit(
+            finish_run, run_id, commit, workers=[w], allow_other_workers=False, pure=False,
+            key=f"graphflow-{'commit' if commit else 'rollback'}-{run_id}-{k}")
+            for k, w in enumerate(workers)]
         if commit:
             fire_and_forget(futures)
             return
-        try:
-            wait(futures, timeout=_ROLLBACK_TIMEOUT_S)
-        except TimeoutError:
-            client.cancel(futures)
+        settled = _Settled(futures, stop_on_error=False)
+        deadline = time.monotonic() + _ROLLBACK_TIMEOUT_S
+        next_poll = time.monotonic() + ALIVE_POLL_S
+        while not settled.wait(_WATCH_S):  # a worker that leaves has nothing left to undo
+            pending = {w for f, w in zip(futures, workers) if not f.done()}
+            left = set(view.gone(pending))
+            if left != pending and time.monotonic() >= next_poll:
+                left |= set(view.check_alive(pending))
+                next_poll = time.monotonic() + ALIVE_POLL_S
+            if left >= pending or time.monotonic() > deadline:
+                view.client.cancel(futures)
+                return
 
     def _user_error(self, err: BaseException, stage: Stage) -> BaseException:
         """A worker's error as the user sees it: the same OpError class, with the site
@@ -317,10 +327,12 @@ class DistributedPlan:
 
 
 class _Settled:
-    """Set when every future is done, or as soon as one is not successful."""
+    """Set when every future is done, or (``stop_on_error``) as soon as one is not
+    successful."""
 
-    def __init__(self, futures: list):
+    def __init__(self, futures: list, stop_on_error: bool = True):
         self._remaining = len(futures)
+        self._stop_on_error = stop_on_error
         self._lock = threading.Lock()
         self._event = threading.Event()
         if not futures:
@@ -331,7 +343,7 @@ class _Settled:
     def _done(self, future) -> None:
         with self._lock:
             self._remaining -= 1
-            if self._remaining <= 0 or future.status != "finished":
+            if self._remaining <= 0 or (self._stop_on_error and future.status != "finished"):
                 self._event.set()
 
     def wait(self, timeout: float) -> bool:
