@@ -233,8 +233,9 @@ class Session:
         self.resources = ResourceStore()  # this Session's variables (a cluster's live on its workers)
         self._cluster = None
         if self.config.cluster is not None:
-            from .distributed.plan import ClusterSession
+            from .distributed.plan import ClusterSession, WorkerVariables
             self._cluster = ClusterSession(graph, self.config)
+            self.resources = WorkerVariables()
 
     # -- plans ------------------------------------------------------------------
     def _plan(self, fetches: Sequence, feeds: Sequence[Output]) -> Plan:

@@ -219,6 +219,24 @@ def test_a_graph_that_grows_between_runs(scope, cluster):
         np.testing.assert_array_equal(sess.run(y, {x: value}), -value)
 
 
+def test_saver_says_it_cannot_reach_the_workers(scope, cluster, tmp_path):
+    """Never a silent save of nothing, nor a restore into a store no op reads."""
+    v = scope.with_device(W1).variable(np.ones(2, np.float32), name="saved")
+    local = gf.Scope(gf.Graph()).with_sub_scope(scope._prefix.rstrip("/"))
+    twin = local.variable(np.full(2, 5, np.float32), name="saved")  # same name, one process
+    with gf.Session(local.graph) as one:
+        one.run(twin.initializer)
+        gf.train.Saver().save(one, str(tmp_path / "ckpt"))
+    with gf.Session(scope.graph, cluster) as sess:
+        sess.run(v.initializer)
+        saver = gf.train.Saver()
+        for call in (lambda: saver.save(sess, str(tmp_path / "ckpt")),
+                     lambda: saver.restore(sess, str(tmp_path / "ckpt"))):
+            with pytest.raises(gf.errors.UnimplementedError, match="lives on a worker"):
+                call()
+        np.testing.assert_array_equal(sess.run(v.read()), [1, 1])
+
+
 def test_uninitialized_variable_on_a_worker(scope, cluster):
     v = scope.with_device(W1).variable(np.zeros(2, np.float32), name="never_initialized")
     with gf.Session(scope.graph, cluster) as sess:

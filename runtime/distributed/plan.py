@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from graphflow.errors import (AbortedError, InternalError, InvalidArgumentError, OpError,
-                              UnavailableError)
+                              UnavailableError, UnimplementedError)
 from graphflow.graph import Graph, Operation, Output
 
 from ..passes import prune, require_feeds
@@ -89,6 +89,24 @@ class ClusterSession:
             if before is not None:
                 expected[task] = before
         return expected
+
+
+class WorkerVariables:
+    """``Session.resources`` of a Session on a cluster: its variables live on the workers,
+    so code that reaches for them in this process (``gf.train.Saver`` today) gets a
+    clear error instead of an empty store that would take writes silently."""
+
+    def variable(self, name: str):
+        raise UnimplementedError(
+            f"Variable '{name}' lives on a worker of this Session's cluster, not in this "
+            f"process: read it with sess.run(variable.read()) and set it with "
+            f"variable.assign(...) (gf.train.Saver cannot reach a cluster's variables yet)")
+
+    def names(self):
+        return iter(())
+
+    def clear(self) -> None:
+        pass
 
 
 class DistributedPlan:
