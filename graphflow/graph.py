@@ -90,6 +90,18 @@ class Output:
     def __rtruediv__(self, other):
         return operators.truediv(other, self, self)
 
+    def __floordiv__(self, other):
+        return operators.binary("floor_div", self, other, self)
+
+    def __rfloordiv__(self, other):
+        return operators.binary("floor_div", other, self, self)
+
+    def __mod__(self, other):
+        return operators.binary("floor_mod", self, other, self)
+
+    def __rmod__(self, other):
+        return operators.binary("floor_mod", other, self, self)
+
     def __neg__(self):
         return operators.unary("neg", self)
 

@@ -1,6 +1,7 @@
 """Python's operators on Outputs, as ``tf.Tensor`` defines them in graph mode.
 
-``x + 1``, ``1 + x``, ``x - y``, ``x * y``, ``-x``, ``x < y``, ``x > y`` and, on
+``x + 1``, ``1 + x``, ``x - y``, ``x * y``, ``-x``, ``x < y``, ``x > y``, ``x // y`` and
+``x % y`` (FloorDiv/FloorMod: integers, as Python's) and, on
 bool Outputs, ``&``, ``|``, ``^``, ``~`` build an op in the Output's graph, on its
 op's device (a plain Scope: no name prefix, no control dependencies). A raw operand
 becomes a Const of the Output's dtype, exactly or not at all (``x + 1.5`` on int32

@@ -620,3 +620,14 @@ def test_getitem_needs_what_slice_cannot_compute_later(scope):
         p[0:2]
     with pytest.raises(UnimplementedError, match="rank"):
         scope.placeholder(gf.int32)[0]
+
+
+def test_floor_division_and_modulo_operators_follow_python():
+    scope = gf.Scope(gf.Graph())
+    x = scope.constant(np.array([7, -7, 5, -5], np.int64))
+    with gf.Session(scope.graph) as sess:
+        got = sess.run([x // 2, x % 3, 20 // x, 20 % x])
+    a = np.array([7, -7, 5, -5])
+    for g, want in zip(got, [a // 2, a % 3, 20 // a, 20 % a]):
+        np.testing.assert_array_equal(g, want)
+        assert g.dtype == np.int64
