@@ -144,6 +144,11 @@ def _gather(ctx, handle, indices):
         if value.ndim < 1:
             raise InvalidArgumentError(f"params must be at least 1 dimensional, got shape "
                                        f"{debug_string(value.shape)}")
+        flat, rows = indices.reshape(-1), value.shape[0]
+        if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= rows):
+            first = int(np.flatnonzero((flat < 0) | (flat >= rows))[0])
+            raise InvalidArgumentError(  # TensorFlow's GatherFunctor message
+                f"indices[{first}] = {int(flat[first])} is not in [0, {rows})")
         return gather_nd(ctx, value, indices[..., None], "")
 
 
