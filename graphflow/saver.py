@@ -89,6 +89,7 @@ class Saver:
                 raise ValueError("Saver's var_list is from another graph than graph=")
             graph = own
         self.graph = graph
+        self._restore_ops: dict[tuple, tuple] = {}
 
     # -- public API -------------------------------------------------------------------
     def save(self, sess, save_path: str | os.PathLike, global_step: Any = None) -> str:
@@ -102,7 +103,11 @@ class Saver:
         folder = os.path.dirname(target)
         if not os.path.isdir(folder):
             raise ValueError(f"Parent directory of {path} doesn't exist, can't save.")
-        states = [(key, sess.resources.variable(v.name)) for key, v in named]
+        if _on_cluster(sess):  # the values live on the workers: one run reads them all
+            values = sess.run([v.read() for _, v in named])
+            states = [(key, _Snapshot(v.name, value)) for (key, v), value in zip(named, values)]
+        else:
+            states = [(key, sess.resources.variable(v.name)) for key, v in named]
         for _, state in states:  # fail before writing anything (save checks again, locked)
             if state.value is None:
                 raise _uninitialized(state.name, path)
@@ -133,6 +138,16 @@ class Saver:
         with _Reader(path) as reader:
             entries = [(v, reader.entry_for(key, v)) for key, v in named]
             values = [(v, reader.read(entry)) for v, entry in entries]
+        if _on_cluster(sess):
+            # one run assigns them all; a cluster commits a run's writes only when every
+            # stage succeeded, so this too is all or none
+            assigns, feeds = [], {}
+            for v, value in values:
+                placeholder, assign = self._restore_op(v)
+                assigns.append(assign)
+                feeds[placeholder] = value
+            sess.run(assigns, feeds)
+            return
         states = {v.name: (sess.resources.variable(v.name), value) for v, value in values}
         with contextlib.ExitStack() as locks:
             for name in sorted(states):  # one order for everyone: no deadlock
@@ -141,6 +156,20 @@ class Saver:
                 state.value = value
 
     # -- helpers ------------------------------------------------------------------------
+    def _restore_op(self, v: Variable):
+        """(placeholder, assign) that sets ``v`` from a fed value, built once per variable
+        on its device (as TensorFlow's Saver builds its restore ops into the graph)."""
+        key = (id(v.graph), v.name)
+        made = self._restore_ops.get(key)
+        if made is None:
+            from .scope import Scope
+            scope = Scope(v.graph)._replace(_device=v.device)
+            placeholder = scope.placeholder(v.dtype, shape=v.shape, name=f"save/{v.name}/value")
+            assign = scope.assign_variable_op(v.handle, placeholder,
+                                              name=f"save/{v.name}/restore")
+            made = self._restore_ops[key] = (placeholder, assign)
+        return made
+
     def _variables(self, sess) -> list[tuple[str, Variable]]:
         """(checkpoint name, Variable) pairs for a call with ``sess``."""
         from .runtime import Session
@@ -194,6 +223,22 @@ def _step(sess, global_step: Any) -> int:
     if value.ndim != 0 or value.dtype.kind not in "iu":
         raise TypeError(f"global_step must be an integer scalar, got {value!r}")
     return int(value)
+
+
+def _on_cluster(sess) -> bool:
+    """Whether the Session's variables live on a cluster's workers, not in this process."""
+    return getattr(sess.config, "cluster", None) is not None
+
+
+class _Snapshot:
+    """A value read through a run, shaped as the VariableState that ``_write`` reads."""
+
+    __slots__ = ("name", "value", "lock")
+
+    def __init__(self, name: str, value: np.ndarray):
+        self.name = name
+        self.value = value
+        self.lock = contextlib.nullcontext()
 
 
 def _uninitialized(name: str, path: str) -> FailedPreconditionError:

@@ -100,7 +100,7 @@ class WorkerVariables:
         raise UnimplementedError(
             f"Variable '{name}' lives on a worker of this Session's cluster, not in this "
             f"process: read it with sess.run(variable.read()) and set it with "
-            f"variable.assign(...) (gf.train.Saver cannot reach a cluster's variables yet)")
+            f"variable.assign(...); gf.train.Saver does so)")
 
     def names(self):
         return iter(())
