@@ -21,6 +21,8 @@ print("README snippets ok")
 
 def test_readme_snippets_run(tmp_path):
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    # the cluster snippet starts a Dask cluster: tests/test_distributed*.py cover that path
+    blocks = [b for b in blocks if "distributed.Client" not in b]
     assert len(blocks) >= 4
     script = tmp_path / "readme.py"
     script.write_text("\n".join(blocks) + CHECKS)
