@@ -219,8 +219,9 @@ def test_a_graph_that_grows_between_runs(scope, cluster):
         np.testing.assert_array_equal(sess.run(y, {x: value}), -value)
 
 
-def test_saver_says_it_cannot_reach_the_workers(scope, cluster, tmp_path):
-    """Never a silent save of nothing, nor a restore into a store no op reads."""
+def test_saver_reaches_the_workers(scope, cluster, tmp_path):
+    """A checkpoint written by one process restores into the cluster's variable (through
+    one run), and the cluster's value saves back (tests/test_distributed_saver.py has more)."""
     v = scope.with_device(W1).variable(np.ones(2, np.float32), name="saved")
     local = gf.Scope(gf.Graph()).with_sub_scope(scope._prefix.rstrip("/"))
     twin = local.variable(np.full(2, 5, np.float32), name="saved")  # same name, one process
@@ -230,11 +231,13 @@ def test_saver_says_it_cannot_reach_the_workers(scope, cluster, tmp_path):
     with gf.Session(scope.graph, cluster) as sess:
         sess.run(v.initializer)
         saver = gf.train.Saver()
-        for call in (lambda: saver.save(sess, str(tmp_path / "ckpt")),
-                     lambda: saver.restore(sess, str(tmp_path / "ckpt"))):
-            with pytest.raises(gf.errors.UnimplementedError, match="lives on a worker"):
-                call()
-        np.testing.assert_array_equal(sess.run(v.read()), [1, 1])
+        saver.restore(sess, str(tmp_path / "ckpt"))
+        np.testing.assert_array_equal(sess.run(v.read()), [5, 5])
+        sess.run(v.assign_add(np.ones(2, np.float32)))
+        saver.save(sess, str(tmp_path / "again"))
+    with gf.Session(local.graph) as one:
+        gf.train.Saver().restore(one, str(tmp_path / "again"))
+        np.testing.assert_array_equal(one.run(twin), [6, 6])
 
 
 def test_uninitialized_variable_on_a_worker(scope, cluster):
