@@ -133,12 +133,14 @@ def test_sharded_embeddings_on_two_dask_workers():
     _assert_sharded_follows_one_table(out)
 
 
-def test_sharded_embeddings_without_distributed_says_what_to_install():
-    hide = ("import runpy, sys; sys.modules['distributed'] = None; sys.path.insert(0, 'examples'); "
-            "sys.argv = ['sharded_embeddings.py']; "
-            "runpy.run_path('examples/sharded_embeddings.py', run_name='__main__')")
+def test_sharded_embeddings_without_distributed_says_what_to_install(tmp_path):
+    # run from outside the repository: there, its graphflow/ folder is not the package
+    examples = str(ROOT / "examples")
+    hide = (f"import runpy, sys; sys.modules['distributed'] = None; "
+            f"sys.path.insert(0, {examples!r}); sys.argv = ['sharded_embeddings.py']; "
+            f"runpy.run_path({examples + '/sharded_embeddings.py'!r}, run_name='__main__')")
     proc = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT, check=False)
+                          timeout=120, cwd=tmp_path, check=False)
     assert proc.returncode != 0
     assert "pip install 'graphflow[distributed]'" in proc.stderr
     assert "Traceback" not in proc.stderr
