@@ -23,7 +23,9 @@ File format (version 1), every integer little-endian::
 The header is ``{"format": "graphflow.Checkpoint", "version": 1, "producer": ...,
 "tensors": [{"name", "dtype", "shape", "offset", "nbytes", "crc32"}, ...]}``; a
 tensor's bytes are its C-order little-endian elements (bool: one byte, 0 or 1;
-complex: real then imaginary part). The header comes last so that ``save``
+complex: real then imaginary part; string: every element's length as a u64,
+then the elements' bytes one after another, so ``nbytes`` = 8 * size + the
+lengths' sum). The header comes last so that ``save``
 streams: it snapshots, checksums and writes one variable at a time, and learns
 every checksum before it writes the header. Every byte is covered: the magics
 are compared, the trailer and header carry crc32s, and the tensors must tile the
@@ -68,7 +70,7 @@ VERSION = 1
 MAGIC = b"\x89GFCKPT\n"
 END_MAGIC = b"GFCKEND\n"
 _TRAILER = struct.Struct("<QQII8s")  # header offset, header length, header crc, trailer crc, magic
-_DTYPES = {t.name: t for t in ALL_TYPES if not t.is_string}
+_DTYPES = {t.name: t for t in ALL_TYPES}
 _READ_CHUNK = 1 << 26  # 64 MiB: bounded reads into a tensor's buffer
 
 
@@ -260,7 +262,8 @@ def _write(f, states: Iterable, path: str) -> None:
                 raise _uninitialized(state.name, path)
             value = state.value
             snapshot = np.array(value, dtype=value.dtype.newbyteorder("<"), order="C")
-        raw = snapshot.reshape(-1).view(np.uint8)
+        raw = _encode_strings(snapshot) if snapshot.dtype == object else \
+            snapshot.reshape(-1).view(np.uint8)
         f.write(raw)
         tensors.append({"name": key, "dtype": _dtype_name(value.dtype), "shape": list(value.shape),
                         "offset": offset, "nbytes": raw.size, "crc32": zlib.crc32(raw)})
@@ -271,6 +274,30 @@ def _write(f, states: Iterable, path: str) -> None:
                         separators=(",", ":")).encode("utf-8")
     f.write(header)
     f.write(_trailer(offset, len(header), zlib.crc32(header)))
+
+
+def _encode_strings(value: np.ndarray) -> np.ndarray:
+    """A string tensor's bytes: each element's length (u64), then the elements."""
+    items = [item if isinstance(item, bytes) else bytes(item) for item in value.reshape(-1)]
+    lengths = np.array([len(item) for item in items], dtype="<u8")
+    return np.frombuffer(lengths.tobytes() + b"".join(items), dtype=np.uint8)
+
+
+def _decode_strings(raw: np.ndarray, shape: tuple) -> np.ndarray | None:
+    """The object array of bytes that ``raw`` encodes, or None if its lengths do not
+    fill ``raw`` exactly."""
+    size = math.prod(shape)
+    lengths = raw[:8 * size].view("<u8").astype(np.uint64)
+    if int(lengths.sum(dtype=np.uint64)) != raw.size - 8 * size or \
+            (size and int(lengths.max()) > raw.size):  # a sum that wrapped around
+        return None
+    data, ends = raw[8 * size:].tobytes(), np.cumsum(lengths, dtype=np.int64)
+    value = np.empty(size, dtype=object)
+    start = 0
+    for i, end in enumerate(ends.tolist()):
+        value[i] = data[start:end]
+        start = end
+    return value.reshape(shape)
 
 
 def _dtype_name(dtype: np.dtype) -> str:
@@ -415,7 +442,8 @@ class _Reader:
         if not all(_is_int(t[k]) and t[k] >= 0 for k in ("offset", "nbytes", "crc32")) \
                 or t["crc32"] >= 1 << 32:
             raise self._corrupt(f"tensor '{name}' has a bad offset, size or checksum")
-        if t["nbytes"] != math.prod(shape) * dtype.itemsize:
+        if (t["nbytes"] < 8 * math.prod(shape)) if dtype.is_string else \
+                (t["nbytes"] != math.prod(shape) * dtype.itemsize):
             raise self._corrupt(f"tensor '{name}' of shape {shape} and dtype {dtype.name} "
                                 f"cannot take {t['nbytes']} bytes")
         return _Entry(name, dtype, tuple(shape), t["offset"], t["nbytes"], t["crc32"])
@@ -440,9 +468,12 @@ class _Reader:
 
     def read(self, entry: _Entry) -> np.ndarray:
         """A fresh array of ``entry``'s value, read from the file and checksum-verified."""
-        stored = entry.dtype.as_numpy_dtype.newbyteorder("<")
-        value = np.empty(entry.shape, dtype=stored)
-        raw = value.reshape(-1).view(np.uint8)
+        if entry.dtype.is_string:
+            value = raw = np.empty(entry.nbytes, dtype=np.uint8)
+        else:
+            stored = entry.dtype.as_numpy_dtype.newbyteorder("<")
+            value = np.empty(entry.shape, dtype=stored)
+            raw = value.reshape(-1).view(np.uint8)
         self._file.seek(entry.offset)
         done = 0
         while done < entry.nbytes:
@@ -456,6 +487,12 @@ class _Reader:
                                 f"{entry.crc32:08x}, computed {crc:08x})")
         if entry.dtype.is_bool and raw.size and raw.max() > 1:
             raise self._corrupt(f"bool tensor '{entry.name}' holds a byte other than 0 or 1")
+        if entry.dtype.is_string:
+            strings = _decode_strings(raw, entry.shape)
+            if strings is None:
+                raise self._corrupt(f"string tensor '{entry.name}': its lengths do not add up "
+                                    f"to its {entry.nbytes} bytes")
+            return strings
         return value.astype(entry.dtype.as_numpy_dtype, copy=False)
 
 

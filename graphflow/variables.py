@@ -53,8 +53,6 @@ class Variable:
                 raise TypeError(f"{what}: initial value {value.name} has dtype "
                                 f"{value.dtype.name}, requested {as_dtype(dtype).name}")
             dtype_, shape = value.dtype, value.shape
-        if dtype_.is_string:
-            raise TypeError(f"{what}: string variables are not supported")
         if not shape.is_fully_defined():
             raise InvalidArgumentError(
                 f"{what}: the initial value's shape {shape} must be fully defined at build time")

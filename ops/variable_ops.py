@@ -34,7 +34,7 @@ from graphflow.shapes import TensorShape, debug_string
 from .scatter_ops import (BAD_INDICES_POLICIES, _check_ranks, _check_tensor_scatter_dims,
                           _scatter, _valid_empty, gather_nd, scatter_shape)
 
-VARIABLE_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
+VARIABLE_TYPES = ALL_TYPES  # strings too, as TensorFlow's CPU kernels (assign, gather, scatter update)
 
 
 # -- the handle -------------------------------------------------------------------------------

@@ -33,13 +33,22 @@ def random_value(dtype, shape, seed: int) -> np.ndarray:
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.dtype == object:  # strings: the same bytes objects' values, element by element
+        return b.dtype == object and a.shape == b.shape and a.tolist() == b.tolist()
     return (a.dtype == b.dtype and a.shape == b.shape
             and a.tobytes() == np.ascontiguousarray(b).tobytes())
 
 
+def zeros_like(value: np.ndarray) -> np.ndarray:
+    """Zeros (empty strings for strings) of ``value``'s shape and dtype."""
+    if value.dtype == object:
+        return np.full(value.shape, b"", dtype=object)
+    return np.zeros(value.shape, value.dtype)
+
+
 def build(scope: gf.Scope, values: dict) -> dict:
     """One variable per entry, initialized to zeros (so a restore is visible)."""
-    return {name: scope.variable(np.zeros(v.shape, v.dtype), name=name)
+    return {name: scope.variable(zeros_like(np.asarray(v)), name=name)
             for name, v in values.items()}
 
 
@@ -353,7 +362,8 @@ def test_restore_assigns_with_every_lock_held(saved):
 def small_checkpoint(tmp_path_factory):
     """(graph, variables, the checkpoint's bytes, the values in it)."""
     values = {"a": np.float32([[1.5, -2], [3, 4]]), "b": np.int64(9),
-              "c": np.array([True, False, True]), "d": np.complex64([1 + 1j, 2 - 3j])}
+              "c": np.array([True, False, True]), "d": np.complex64([1 + 1j, 2 - 3j]),
+              "e": np.array([b"x", b"", b"\x00yz"], dtype=object)}
     g = gf.Graph()
     variables = build(gf.Scope(g), values)
     path = tmp_path_factory.mktemp("ckpt") / "m"
@@ -431,6 +441,71 @@ def test_a_missing_checkpoint_is_not_found(small_checkpoint, tmp_path):
         assert all(stored(sess, v.name) is None for v in gf.global_variables(g))
 
 
+STRING_VALUES = {"s_scalar": np.array(b"one", dtype=object),
+                 "s_empty": np.zeros((0, 3), dtype=object),
+                 "s_table": np.array([[b"", b"\x00\xff\x00"], ["é".encode(), b"x" * 1000],
+                                      [b"\n", b"GFCKEND\n"]], dtype=object)}
+
+
+def test_string_variables_round_trip_exactly(tmp_path):
+    g = gf.Graph()
+    variables = build(gf.Scope(g), STRING_VALUES)
+    with gf.Session(g) as sess:
+        set_values(sess, variables, STRING_VALUES)
+        path = gf.train.Saver().save(sess, tmp_path / "strings.ckpt")
+    with gf.Session(g) as fresh:
+        gf.train.Saver().restore(fresh, path)
+        for name, value in STRING_VALUES.items():
+            got = fresh.run(variables[name])
+            assert same_bits(got, value) and all(type(x) is bytes for x in got.flat), name
+
+
+def forge_string_tensor(raw: bytes, name: str, encoded: bytes) -> bytes:
+    """``raw`` with string tensor ``name``'s bytes replaced by ``encoded``, every checksum
+    recomputed: a well-formed file that only the string decoder can reject."""
+    import json
+    import struct
+    import zlib
+    header_offset, header_length = struct.unpack("<QQ", raw[-32:-16])
+    header = json.loads(raw[header_offset:header_offset + header_length])
+    parts, offset = [raw[:8]], 8
+    for t in header["tensors"]:
+        body = raw[t["offset"]:t["offset"] + t["nbytes"]]
+        if t["name"] == name:
+            body = encoded
+            t["crc32"] = zlib.crc32(body)
+        t["offset"], t["nbytes"] = offset, len(body)
+        parts.append(body)
+        offset += len(body)
+    text = json.dumps(header).encode()
+    fields = struct.pack("<QQI", offset, len(text), zlib.crc32(text))
+    return b"".join(parts) + text + fields + struct.pack("<I", zlib.crc32(fields)) + b"GFCKEND\n"
+
+
+@pytest.mark.parametrize("lengths, data", [
+    ([1, 0, 3], b"x\x00y"),                # one byte short of the lengths' sum
+    ([1, 0, 3], b"x\x00yzw"),              # one byte too many
+    ([2**64 - 1, 1, 4], b"x\x00yz"),       # a sum that wraps around 2**64
+    ([1, 0], b"x"),                        # fewer lengths than elements
+])
+def test_string_lengths_that_do_not_fill_the_tensor_are_data_loss(small_checkpoint, lengths,
+                                                                   data):
+    g, _, raw, _ = small_checkpoint
+    encoded = np.array(lengths, dtype="<u8").tobytes() + data
+    assert_restore_leaves_everything(g, forge_string_tensor(raw, "e", encoded), DataLossError,
+                                     "corrupt")
+
+
+def test_a_forged_string_tensor_with_consistent_lengths_restores_what_it_says(small_checkpoint,
+                                                                              tmp_path):
+    g, variables, raw, _ = small_checkpoint  # the forging itself is right: a control
+    path = tmp_path / "forged.ckpt"
+    path.write_bytes(forge_string_tensor(raw, "e", np.array([2, 0, 1], "<u8").tobytes() + b"abc"))
+    with gf.Session(g) as sess:
+        gf.train.Saver().restore(sess, path)
+        assert sess.run(variables["e"]).tolist() == [b"ab", b"", b"c"]
+
+
 def graph_like(values: dict, changed: dict) -> gf.Graph:
     """A graph of the checkpoint's variables with ``changed`` replacing (or adding) some."""
     g = gf.Graph()
@@ -444,6 +519,7 @@ def graph_like(values: dict, changed: dict) -> gf.Graph:
     ({"a": np.zeros((2, 3), np.float32)}, InvalidArgumentError, r"'a' of shape \[2,3\].*\[2,2\]"),
     ({"c": np.zeros((), np.bool_)}, InvalidArgumentError, r"'c' of shape \[\].*\[3\]"),
     ({"zz": np.float32(0)}, NotFoundError, "Key zz not found"),
+    ({"e": np.zeros(3, np.uint8)}, InvalidArgumentError, "variable 'e' of dtype uint8.*string"),
 ])
 def test_mismatched_or_missing_variables_change_nothing(small_checkpoint, tmp_path, changed,
                                                          error, match):

@@ -86,6 +86,33 @@ def test_an_out_of_range_index_leaves_the_variable_unchanged(scope):
         np.testing.assert_array_equal(sess.run(ignored), expected)
 
 
+def test_string_variables_assign_scatter_update_and_gather_as_tensorflow(scope):
+    init = np.array([[b"a", b"bc"], [b"", b"\x00\xff"], ["é".encode(), b"z"]], dtype=object)
+    v = scope.variable(init, name="words")
+    indices = np.array([[0], [2], [0]], np.int32)  # a duplicate: the last one wins
+    updates = np.array([[b"p", b"q"], [b"r", b""], [b"s", b"t"]], dtype=object)
+    after = v.scatter_nd_update(indices, updates)
+    bad = v.scatter_nd_update([[1, 1], [3, 0]], [b"X", b"X"])
+    with session_with(scope.graph) as sess:
+        got = sess.run(after)
+        assert got.tolist() == reference("update", init, indices, updates).tolist()
+        rows = sess.run(v.sparse_read([2, 2, 1]))
+        assert rows.tolist() == [got[2].tolist(), got[2].tolist(), [b"", b"\x00\xff"]]
+        with pytest.raises(gf.errors.InvalidArgumentError, match=r"indices\[1\] = \[3, 0\]"):
+            sess.run(bad)
+        assert sess.run(v).tolist() == got.tolist()  # nothing of the failing update landed
+        assert sess.run(v.assign(np.full((3, 2), b"k", dtype=object))).tolist() == [[b"k"] * 2] * 3
+        sess.run(v.initializer)
+        assert sess.run(v).tolist() == init.tolist()
+    assert init[0, 0] == b"a"  # the caller's array is never written
+    for update in (v.assign_add, v.assign_sub):  # TensorFlow has no such string kernels
+        with pytest.raises(TypeError, match="string"):
+            update(init)
+    for name in ("add", "sub", "min", "max"):
+        with pytest.raises(TypeError, match="string"):
+            getattr(v, f"scatter_nd_{name}")([[0]], [[b"a", b"b"]])
+
+
 def test_a_failing_run_applies_its_successful_ops_whole(scope):
     a = scope.variable(np.zeros(3), name="a")
     b = scope.variable(np.zeros(3), name="b")
