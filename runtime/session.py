@@ -377,6 +377,8 @@ class Session:
             pool, self._pool = self._pool, None
             self._plans.clear()
             self.resources.clear()
+        if self._cluster is not None:
+            self._cluster.close()
         if pool is not None:
             pool.shutdown(wait=True)
         self._pool_threads.clear()  # those threads are gone: their ids may come back

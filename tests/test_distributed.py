@@ -4,6 +4,7 @@ node and its task, all-or-nothing runs, tracing. Skipped without the extra."""
 import pickle
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -205,6 +206,38 @@ def test_variables_live_on_the_workers_across_sessions(scope, cluster, dask_clie
     with gf.Session(scope.graph, cluster) as other:
         other.run(inc)
         np.testing.assert_array_equal(other.run(v.read()), [2, 2, 2])
+
+
+def _graphflow_keys(dask_scheduler, prefix):
+    return sorted(k for k in dask_scheduler.tasks if str(k).startswith(prefix))
+
+
+def _journals(dask_worker):
+    from graphflow.runtime.distributed.worker import worker_state
+    return sorted(worker_state(dask_worker)._journals)
+
+
+def test_close_waits_for_the_commits_and_leaves_no_task_behind(scope, cluster, dask_client):
+    """Every run that writes commits on its workers; once the Session is closed no
+    worker keeps a journal of its runs and the scheduler keeps none of its tasks (a
+    fire_and_forget commit could stay there forever)."""
+    v0 = scope.with_device(W0).variable(np.zeros(2, np.float32), name="v0")
+    v1 = scope.with_device(W1).variable(np.zeros(2, np.float32), name="v1")
+    both = [v0.assign_add(np.ones(2, np.float32), read_value=False),
+            v1.assign_add(np.ones(2, np.float32), read_value=False)]
+    with gf.Session(scope.graph, cluster) as sess:
+        sess.run([v0.initializer, v1.initializer])
+        for _ in range(5):
+            sess.run(both)
+        token = sess._cluster.token
+    assert all(not any(run.startswith(token) for run in journals)
+               for journals in dask_client.run(_journals).values())
+    prefix = f"graphflow-commit-{token}"
+    for _ in range(100):  # the client releases its futures through its batched stream
+        if not dask_client.run_on_scheduler(_graphflow_keys, prefix=prefix):
+            break
+        time.sleep(0.02)
+    assert dask_client.run_on_scheduler(_graphflow_keys, prefix=prefix) == []
 
 
 def test_a_graph_that_grows_between_runs(scope, cluster):

@@ -9,7 +9,8 @@ to the run and stage) with its upstream stages' futures as arguments (values mov
 worker to worker), wait while watching the workers, then:
 
 - every stage succeeded: gather the fetches (``gather(direct=True)``) and tell the
-  workers that wrote to commit (drop the run's undo journal; fire and forget);
+  workers that wrote to commit (drop the run's undo journal; the run does not wait,
+  the Session holds the futures until done and close() waits for them);
 - a stage failed or a worker left: cancel what has not started, have the workers
   that wrote roll the run back (restore its journal, the last write first), and
   raise the error as the user's OpError class, naming the node, its full device
@@ -59,6 +60,8 @@ class ClusterSession:
         self.token = uuid.uuid4().hex[:12]
         self._runs = itertools.count()
         self.seen: dict[Task, str | None] = {}  # incarnation of each stateful task's worker
+        self._commits: set = set()  # commit futures not done yet
+        self._commits_done = threading.Condition()
 
     def plan(self, fetches: Sequence, feeds: Sequence[Output]) -> "DistributedPlan":
         return DistributedPlan(self, fetches, feeds)
@@ -69,6 +72,27 @@ class ClusterSession:
 
     def next_run(self) -> str:
         return f"{self.token}-{next(self._runs)}"
+
+    def hold_commits(self, futures: list) -> None:
+        """Keep a run's commit futures until their tasks ran. Not fire_and_forget: the
+        scheduler handles its request apart from the submit (``update_graph`` is
+        asynchronous there) and may find the task unknown yet, or already finished and
+        then keep it forever (the 'lost computed tasks' at cluster close)."""
+        with self._commits_done:
+            self._commits.update(futures)
+        for f in futures:
+            f.add_done_callback(self._commit_done)
+
+    def _commit_done(self, future) -> None:
+        with self._commits_done:
+            self._commits.discard(future)
+            if not self._commits:
+                self._commits_done.notify_all()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Wait (at most ``timeout`` seconds) for the commits of this Session's runs."""
+        with self._commits_done:
+            self._commits_done.wait_for(lambda: not self._commits, timeout)
 
     def check_restarts(self, addresses: dict[Task, str], stateful: set[Task]) -> dict[Task, str]:
         """Expected incarnations of the stateful tasks' workers. A worker that changed since
@@ -285,11 +309,10 @@ class DistributedPlan:
         return None
 
     def _finish(self, run_id: str, addresses: dict[Task, str], commit: bool) -> None:
-        """Commit (fire and forget) or roll back (and wait) the run on every worker that
+        """Commit (without waiting) or roll back (and wait) the run on every worker that
         may have written; a worker that is gone has nothing left to undo."""
         if not self.writers:
             return
-        from distributed import fire_and_forget
         view = self.session.view
         gone = set(view.gone(addresses.values()))
         workers = [addresses[t] for t in self.writers if addresses[t] not in gone]
@@ -298,7 +321,7 @@ class DistributedPlan:
             key=f"graphflow-{'commit' if commit else 'rollback'}-{run_id}-{k}")
             for k, w in enumerate(workers)]
         if commit:
-            fire_and_forget(futures)
+            self.session.hold_commits(futures)
             return
         settled = _Settled(futures, stop_on_error=False)
         deadline = time.monotonic() + _ROLLBACK_TIMEOUT_S
