@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from graphflow.dtypes import ALL_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, int32, int64
+from graphflow.dtypes import ALL_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, bool_, int32, int64
 from graphflow.errors import InvalidArgumentError
 from graphflow.registry import ShapeAttr, StringAttr, TypeAttr, register_op
 from graphflow.runtime.resources import active_journal
@@ -257,11 +257,13 @@ ResourceScatterNdUpdate = _resource_scatter_op(
     "ResourceScatterNdUpdate", "update", VARIABLE_TYPES,
     "variable[indices[i, ..., :]] = updates[i, ...]; the last duplicate wins.")
 ResourceScatterNdAdd = _resource_scatter_op(
-    "ResourceScatterNdAdd", "add", NUMBER_TYPES,
-    "variable[indices[i, ..., :]] += updates[i, ...]; duplicates accumulate in index order.")
+    "ResourceScatterNdAdd", "add", NUMBER_TYPES + (bool_,),
+    "variable[indices[i, ..., :]] += updates[i, ...]; duplicates accumulate in index order "
+    "(bools OR, as TensorFlow's CPU kernel).")
 ResourceScatterNdSub = _resource_scatter_op(
-    "ResourceScatterNdSub", "sub", NUMBER_TYPES,
-    "variable[indices[i, ..., :]] -= updates[i, ...]; duplicates accumulate in index order.")
+    "ResourceScatterNdSub", "sub", NUMBER_TYPES + (bool_,),
+    "variable[indices[i, ..., :]] -= updates[i, ...]; duplicates accumulate in index order "
+    "(bools XOR, as TensorFlow's CPU kernel).")
 ResourceScatterNdMin = _resource_scatter_op(
     "ResourceScatterNdMin", "min", REAL_NUMBER_TYPES,
     "variable[indices[i, ..., :]] = min(itself, updates[i, ...]).")
