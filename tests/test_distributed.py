@@ -161,6 +161,21 @@ def test_out_of_range_id_names_node_and_task_and_changes_no_shard(scope, cluster
     np.testing.assert_array_equal(got[1][0], before[1][0] + 1)
 
 
+def test_user_errors_are_not_logged_as_worker_faults(scope, cluster, dask_client):
+    """dask logs a failed task as 'Compute Failed' at ERROR; a bad id of the user's is
+    no fault of the worker, so its log keeps only graphflow's own failures."""
+    ids = scope.placeholder(gf.int32, shape=[None], name="ids")
+    table = scope.constant(np.zeros((2, 2), np.float32), name="table")
+    bad = scope.with_device(W1).gather_nd(table, scope.reshape(ids, [-1, 1]), name="bad")
+    with gf.Session(scope.graph, cluster) as sess:
+        for _ in range(2):
+            with pytest.raises(InvalidArgumentError, match="bad"):
+                sess.run(bad, {ids: np.array([7], np.int32)})
+        token = sess._cluster.token
+    logs = dask_client.get_worker_logs(n=200)[_workers(dask_client)[1]]
+    assert not [message for _, message in logs if token in message]
+
+
 def test_failed_run_takes_back_several_writes_of_one_stage(scope, cluster):
     """Assign, then a sparse update, then a failing update, all on task 1: the whole
     run is undone, in reverse order."""

@@ -18,6 +18,7 @@ its name replaces the instance, which must never drop variables.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
@@ -165,6 +166,7 @@ def run_stage(spec: StageSpec, config, run_id: str, incarnation: str | None, tra
     (``(values, events)`` tuples) and feed values, read as ``spec.sources`` says."""
     state = worker_state()
     if spec.uses_variables and incarnation is not None and incarnation != state.incarnation:
+        _quiet_failure()
         raise AbortedError(
             f"Task {spec.task} (worker {state.address}) restarted since this Session last ran "
             f"there: the variables it held are gone. Run their initializers again "
@@ -178,6 +180,7 @@ def run_stage(spec: StageSpec, config, run_id: str, incarnation: str | None, tra
         with journaling(journal):
             results = compiled.plan.run(values, None, metadata)
     except OpError as e:
+        _quiet_failure()
         raise _with_device(e, compiled, spec, state) from None
     except Exception as e:  # noqa: BLE001 - a bug: reported with the task
         raise InternalError(f"{type(e).__name__} on {spec.task} (worker {state.address}): {e}")
@@ -209,6 +212,48 @@ def incarnation(dask_worker=None) -> str:
     """This worker's incarnation id (run by ``client.run``, which passes ``dask_worker``:
     in-process workers share a thread, where ``get_worker`` cannot tell them apart)."""
     return worker_state(dask_worker).incarnation
+
+
+class _QuietUserErrors(logging.Filter):
+    """Drops dask's ERROR 'Compute Failed' record of a stage that failed with the
+    user's error (an op's OpError, a restarted task): the client raises it, naming the
+    node, and a worker log at ERROR for a bad id would read as a fault of the cluster.
+    Other failures (graphflow's own bugs) keep their record."""
+
+    def __init__(self):
+        super().__init__()
+        self.keys: dict[str, None] = {}  # stages whose failure is the user's, oldest first
+        self.lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not (isinstance(record.msg, str) and record.msg.startswith("Compute Failed")
+                and record.args):
+            return True
+        with self.lock:
+            if record.args[0] not in self.keys:
+                return True
+            del self.keys[record.args[0]]
+        _log.debug("Stage %s failed with the user's error %s", record.args[0], record.args[3])
+        return False
+
+    def expect(self, key: str) -> None:
+        with self.lock:
+            self.keys[key] = None
+            while len(self.keys) > _FINISHED_KEPT:  # failures that were not logged
+                self.keys.pop(next(iter(self.keys)))
+
+
+_log = logging.getLogger(__name__)
+_quiet_filter = _QuietUserErrors()
+logging.getLogger("distributed.worker").addFilter(_quiet_filter)
+
+
+def _quiet_failure() -> None:
+    """Have dask's worker log the failure of the current stage at DEBUG (our logger)."""
+    from distributed import get_worker
+    key = get_worker().get_current_task()
+    if key is not None:
+        _quiet_filter.expect(key)
 
 
 def _with_device(err: OpError, compiled: _Stage | None, spec: StageSpec, state: WorkerState) -> OpError:
