@@ -124,9 +124,9 @@ def _resolve_inputs(scope: "Scope", op_def: OpDef, node_name: str, values: dict,
                 raise InvalidArgumentError(
                     f"Expected list for '{spec.name}' argument to '{op_def.name}' Op, "
                     f"not {value!r}.")
-            items = [_operand_or_value(v) for v in value]
+            items = [_operand_or_value(v, scope) for v in value]
         else:
-            items = [_operand_or_value(value)]
+            items = [_operand_or_value(value, scope)]
         operands[spec.name] = items
         if spec.is_list:
             _check_list_type(op_def, spec, items)
@@ -177,8 +177,13 @@ def _resolve_inputs(scope: "Scope", op_def: OpDef, node_name: str, values: dict,
     return groups
 
 
-def _operand_or_value(value: Any) -> Any:
-    """The Output behind an Operand, else the raw value itself."""
+def _operand_or_value(value: Any, scope: "Scope") -> Any:
+    """The Output behind an Operand, else the raw value itself. An Operand with
+    ``as_output_in(scope)`` (a Variable) gives the Output an op built in ``scope``
+    reads (a Variable read under the scope's control dependencies, as TF 1.x's)."""
+    as_output_in = getattr(value, "as_output_in", None)
+    if callable(as_output_in):
+        return as_output_in(scope)
     operand = as_operand(value)
     return value if operand is None else operand
 

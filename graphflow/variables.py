@@ -100,6 +100,16 @@ class Variable:
     def value(self) -> Output:
         return self._read
 
+    def as_output_in(self, scope) -> Output:
+        """The read an op built in ``scope`` takes: the shared ``read()``, or, when
+        ``scope`` has control dependencies, a fresh read under them (on the variable's
+        device), so that ``scope.with_control_dependencies([update]).identity(v)`` sees
+        the update, as in TensorFlow 1.x."""
+        if not scope.control_dependencies or scope.graph is not self.graph:
+            return self._read
+        return scope._replace(_device=self.device).read_variable_op(
+            self.handle, dtype=self.dtype, name=f"{self.name.rsplit('/', 1)[-1]}/Read")
+
     # -- updates ---------------------------------------------------------------------
     def _after(self, update: Operation, read_value: bool):
         if not read_value:

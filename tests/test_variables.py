@@ -177,6 +177,31 @@ def test_sessions_are_independent(scope):
         np.testing.assert_array_equal(s2.run(v), [0, 0])
 
 
+@pytest.mark.parametrize("optimize", [True, False])
+def test_a_variable_read_under_control_dependencies_sees_the_update(scope, optimize):
+    """As TF 1.x: an op built under ``with_control_dependencies([update])`` that takes a
+    Variable reads it after the update (a fresh read under the dependencies), not the
+    shared read, which may run before it."""
+    v = scope.variable(np.zeros(3, np.float32), name="v")
+    w = scope.variable(np.ones(3, np.float32), name="w")
+    update = v.assign_add(np.ones(3, np.float32), read_value=False)
+    ordered = scope.with_control_dependencies([update])
+    after = ordered.identity(v)
+    summed = ordered.add_n([v, w])  # list inputs too
+    unordered = scope.identity(v)   # no dependency: the shared read, as before
+    assert unordered.op.inputs[0] is v.read()
+    assert after.op.inputs[0].op.control_inputs == (update,)
+    with gf.Session(scope.graph, gf.SessionConfig(optimize=optimize)) as sess:
+        for _ in range(20):  # the shared read ran first often enough to show it here
+            sess.run(gf.global_variables_initializer(scope.graph))
+            np.testing.assert_array_equal(sess.run(after), [1, 1, 1])
+            sess.run(gf.global_variables_initializer(scope.graph))
+            np.testing.assert_array_equal(sess.run(summed), [2, 2, 2])
+    (grad,) = gf.gradients(scope.reduce_sum(scope.mul(after, after)), [v])
+    with session_with(scope.graph) as sess:  # the fresh read is one of v's reads
+        np.testing.assert_array_equal(sess.run(grad), [2, 2, 2])
+
+
 def test_stateful_ops_are_never_folded_or_pruned(scope):
     v = scope.variable(np.zeros(2))
     bump = v.assign_add(scope.constant([1.0, 1.0], dtype=gf.float64), read_value=False)
