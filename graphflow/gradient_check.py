@@ -58,6 +58,13 @@ def gradient_check(y: Any, xs: Any, values: Sequence[Any], *, delta: float | Non
     if not isinstance(values, (list, tuple)) or len(values) != len(x_outs):
         raise InvalidArgumentError(
             f"gradient_check: pass one value per x ({len(x_outs)}), got {values!r}")
+    from .gradients import is_differentiable
+    for what, t in [("y", y_out)] + [("x", x) for x in x_outs]:
+        if not is_differentiable(t):
+            raise TypeError(f"gradient_check: {what} '{t.name}' has dtype {t.dtype.name}; "
+                            f"gradients exist for float and complex tensors only")
+    if delta is not None and not (np.isscalar(delta) and np.isfinite(delta) and delta > 0):
+        raise ValueError(f"gradient_check: delta must be a finite number > 0, got {delta!r}")
     arrays = [np.array(v, dtype=x.dtype.as_numpy_dtype) for x, v in zip(x_outs, values)]
     for x, a in zip(x_outs, arrays):
         if not x.shape.is_compatible_with(a.shape):
@@ -118,12 +125,15 @@ def _numerical(sess, y, xs, arrays, feeds, delta, n_y: int) -> list[np.ndarray]:
         n_x = _components(a)
         jac = np.zeros((n_x, n_y), np.float64)
         for i in range(n_x):
-            values = []
+            values, ends = [], []
             for sign in (1, -1):
                 moved = a.copy()
                 _real_view(moved)[i] += sign * step
-                values.append(np.asarray(sess.run(y, {**feeds, x: moved})))
-            diff = _real_view((values[0] - values[1]).astype(values[0].dtype))
-            jac[i] = diff / (2 * step)
+                ends.append(float(_real_view(moved)[i]))
+                values.append(_real_view(np.asarray(sess.run(y, {**feeds, x: moved}))))
+            # Differences in float64 over the step actually taken: x +- delta rounds in
+            # x's dtype (in float16, 1 + 1e-3 is 1.00098 but 1 - 1e-3 is 0.99902).
+            diff = values[0].astype(np.float64) - values[1].astype(np.float64)
+            jac[i] = diff / (ends[0] - ends[1])
         result.append(jac)
     return result

@@ -316,3 +316,26 @@ def test_concat_gradient_with_run_time_sizes(scope):
     b = scope.placeholder(gf.float64, shape=[None])
     c = scope.concat([a, b], 0)
     check(scope.mul(c, c), [a, b], [values([2]), values([3])])
+
+
+# -- gf.gradient_check itself -------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_gradient_check_divides_by_the_step_actually_taken(scope, dtype):
+    """x +- delta rounds in x's dtype (float16: 1 + 1e-3 is 1.00098, 1 - 1e-3 is 0.99902):
+    the difference quotient uses the rounded step, so x * x at 1 checks out as 2."""
+    x = scope.placeholder(gf.as_dtype(dtype), shape=[3])
+    (r,) = gf.gradient_check(scope.mul(x, x), [x], [np.ones(3)])
+    np.testing.assert_allclose(np.diag(r.numerical), 2.0, rtol=1e-3)
+    assert r.max_error < 2e-3
+
+
+def test_gradient_check_rejects_what_has_no_gradient(scope):
+    x = scope.placeholder(gf.float64, shape=[2], name="x")
+    n = scope.placeholder(gf.int32, shape=[2], name="n")
+    with pytest.raises(TypeError, match="x 'n:0' has dtype int32"):
+        gf.gradient_check(scope.cast(n, gf.float64), [n], [np.ones(2)])
+    with pytest.raises(TypeError, match="y 'as_int:0' has dtype int32"):
+        gf.gradient_check(scope.cast(x, gf.int32, name="as_int"), [x], [np.ones(2)])
+    for delta in (0, -1e-3, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="delta must be a finite number > 0"):
+            gf.gradient_check(scope.mul(x, x), [x], [np.ones(2)], delta=delta)
