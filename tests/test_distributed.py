@@ -242,7 +242,7 @@ def test_close_waits_for_the_commits_and_leaves_no_task_behind(scope, cluster, d
             v1.assign_add(np.ones(2, np.float32), read_value=False)]
     with gf.Session(scope.graph, cluster) as sess:
         sess.run([v0.initializer, v1.initializer])
-        for _ in range(5):
+        for _ in range(3):
             sess.run(both)
         token = sess._cluster.token
     assert all(not any(run.startswith(token) for run in journals)
@@ -253,6 +253,44 @@ def test_close_waits_for_the_commits_and_leaves_no_task_behind(scope, cluster, d
             break
         time.sleep(0.02)
     assert dask_client.run_on_scheduler(_graphflow_keys, prefix=prefix) == []
+
+
+def _set_orphan_grace(seconds):
+    from graphflow.runtime.distributed import worker
+    before, worker.ORPHAN_GRACE_S = worker.ORPHAN_GRACE_S, seconds
+    return before
+
+
+def test_journal_of_a_run_whose_client_left_is_freed(scope, dask_client, monkeypatch):
+    """A client that leaves after its stages ran but before it committed: once the
+    scheduler releases its futures, each worker drops the run's journal (its writes
+    stay) instead of keeping it forever."""
+    distributed = pytest.importorskip("distributed")
+    from graphflow.runtime.distributed.plan import DistributedPlan
+    v = scope.with_device(W1).variable(np.zeros(2, np.float32), name="orphan_v")
+    inc = v.assign_add(np.ones(2, np.float32), read_value=False)
+    before = dask_client.run(_set_orphan_grace, 0.05)
+    try:
+        with distributed.Client(dask_client.scheduler.address, set_as_default=False) as other:
+            sess = gf.Session(scope.graph, gf.SessionConfig(cluster=other))
+            sess.run(v.initializer)
+            monkeypatch.setattr(DistributedPlan, "_finish", lambda *args, **kwargs: None)
+            sess.run(inc)  # its client never commits: it "dies" next
+            token = sess._cluster.token
+            journals = dask_client.run(_journals)
+            assert any(run.startswith(token) for run in journals[_workers(dask_client)[1]])
+        for _ in range(100):
+            if not any(run.startswith(token) for js in dask_client.run(_journals).values()
+                       for run in js):
+                break
+            time.sleep(0.02)
+        assert not any(run.startswith(token) for js in dask_client.run(_journals).values()
+                       for run in js)
+    finally:
+        dask_client.run(_set_orphan_grace, next(iter(before.values())))
+    monkeypatch.undo()
+    with gf.Session(scope.graph, gf.SessionConfig(cluster=dask_client)) as sess:
+        np.testing.assert_array_equal(sess.run(v.read()), [1, 1])  # its writes stay
 
 
 def test_a_graph_that_grows_between_runs(scope, cluster):

@@ -177,7 +177,9 @@ class ClusterView:
             if self._graphs.get(key, -1) >= version:
                 return key, version
         text = json.dumps(graph.as_graph_def(), separators=(",", ":"))
-        from .worker import GraphPlugin
+        from .worker import GraphPlugin, OrphanJournals
+        if not self._graphs:
+            self.client.register_plugin(OrphanJournals(), name="graphflow-orphan-journals")
         self.client.register_plugin(GraphPlugin(key, version, text), name=f"graphflow-{key}")
         with self._lock:
             self._graphs[key] = max(version, self._graphs.get(key, -1))

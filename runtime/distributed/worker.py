@@ -111,14 +111,35 @@ class WorkerState:
                 del self._in_flight[run_id]
                 self._lock.notify_all()
 
+    def finish_requested(self, run_id: str) -> None:
+        """A commit or rollback of ``run_id`` reached this worker: refuse its late stages,
+        and leave its journal to that request."""
+        with self._lock:
+            self._mark_finished(run_id)
+
+    def drop_orphan(self, run_id: str) -> None:
+        """Forget the journal of a run whose client left before finishing it (see
+        OrphanJournals): its writes stay, as after a commit; late stages are refused."""
+        with self._lock:
+            if run_id in self._finished or run_id in self._in_flight:
+                return
+            self._mark_finished(run_id)
+            if self._journals.pop(run_id, None) is None:
+                return
+        _log.warning("Run %s on worker %s: its client left before committing or rolling it "
+                     "back; its writes stay", run_id, self.address)
+
+    def _mark_finished(self, run_id: str) -> None:
+        self._finished[run_id] = None
+        while len(self._finished) > _FINISHED_KEPT:
+            self._finished.pop(next(iter(self._finished)))
+
     def finish(self, run_id: str, commit: bool) -> int:
         """Commit (forget the journal) or roll back ``run_id``'s writes on this worker,
         once no stage of the run is still running here; later stages of it are refused.
         Returns the number of journal entries undone."""
         with self._lock:
-            self._finished[run_id] = None
-            while len(self._finished) > _FINISHED_KEPT:
-                self._finished.pop(next(iter(self._finished)))
+            self._mark_finished(run_id)
             while run_id in self._in_flight:
                 self._lock.wait()
             journal = self._journals.pop(run_id, None)
@@ -129,6 +150,10 @@ class WorkerState:
 
 #: How many finished run ids a worker remembers (to refuse a stage that arrives late).
 _FINISHED_KEPT = 4096
+#: How long after a run's stage results are forgotten here a worker waits for its commit
+#: or rollback before it takes the client for gone (a live client's request follows the
+#: release within a few scheduler round trips).
+ORPHAN_GRACE_S = 60.0
 
 _states: "weakref.WeakKeyDictionary[Any, WorkerState]" = weakref.WeakKeyDictionary()
 _states_lock = threading.Lock()
@@ -157,6 +182,28 @@ class GraphPlugin(WorkerPlugin):
 
     def setup(self, worker) -> None:
         worker_state(worker).add_graph(self.key, self.version, self.text)
+
+
+class OrphanJournals(WorkerPlugin):
+    """Frees the journals of runs whose client left mid-run. A live client holds a
+    run's stage futures until it has asked for the commit or rollback; the scheduler
+    releases a dead client's futures. So when a stage of a run with a journal is
+    forgotten here and no commit or rollback of the run reaches this worker within
+    ORPHAN_GRACE_S, the journal is dropped (WorkerState.drop_orphan)."""
+
+    def setup(self, worker) -> None:
+        self.worker = worker
+
+    def transition(self, key, start: str, finish: str, **kwargs) -> None:
+        parts = key.split("-") if isinstance(key, str) else ()
+        if len(parts) != 5 or parts[0] != "graphflow":
+            return
+        run_id = f"{parts[2]}-{parts[3]}"
+        state = worker_state(self.worker)
+        if parts[1] in ("commit", "rollback"):
+            state.finish_requested(run_id)
+        elif parts[1] == "stage" and finish == "forgotten":
+            self.worker.loop.call_later(ORPHAN_GRACE_S, state.drop_orphan, run_id)
 
 
 # -- the functions the client submits --------------------------------------------------------
