@@ -148,6 +148,17 @@ def _save_paths(directory: str, fetches: Sequence[str]) -> dict[str, str]:
     return paths
 
 
+def _element_count(text: str) -> int:
+    """``--threshold``'s value: an element count numpy's printing takes (0 to 2**63 - 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not 0 <= value <= sys.maxsize:
+        raise argparse.ArgumentTypeError(f"{value} is not an element count (0 to {sys.maxsize})")
+    return value
+
+
 def _check_output_file(path: str, option: str) -> None:
     """A file ``option`` may write: not a directory, in a directory that exists."""
     if os.path.isdir(path):
@@ -294,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also write each fetched value to DIR as .npy (NAME:i as NAME_i.npy, "
                      "'/' in NAME as %%2F); an existing file is not overwritten")
     run.add_argument("--trace", metavar="OUT.json", help="write a Chrome trace of the run")
-    run.add_argument("--threshold", type=int, default=1000, metavar="N",
+    run.add_argument("--threshold", type=_element_count, default=1000, metavar="N",
                      help="summarise arrays with more than N elements (default 1000)")
     run.set_defaults(func=_cmd_run, parser=run)
 
@@ -317,11 +328,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.func(args)
     except UsageError as e:
         args.parser.error(str(e))  # the verb's usage line, then exit 2
+    except BrokenPipeError:  # `graphflow ops | head`: stop quietly (before OSError, its base)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (CommandError, OpError, OSError) as e:  # OSError: e.g. a full disk, no permission
         print(f"graphflow {args.verb}: error: {e}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:  # `graphflow ops | head`: stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return 0
 

@@ -16,6 +16,8 @@ import json
 import math
 import os
 import re
+import subprocess
+import sys
 import tracemalloc
 
 import numpy as np
@@ -340,6 +342,41 @@ def test_cli_trace_to_a_file_still_works(tmp_path, capsys):
     trace = tmp_path / "trace.json"
     assert cli.main(["run", graph, "--fetch", "a_b", "--trace", str(trace)]) == 0
     assert "traceEvents" in json.loads(trace.read_text())
+
+
+@pytest.mark.parametrize("value", ["-1", str(2 ** 63), str(10 ** 22), "1.5", "many"])
+def test_cli_threshold_out_of_range_is_a_usage_error(value, tmp_path, capsys):
+    """Past int64 numpy's printing crashed with a bare TypeError; negative was taken."""
+    graph = _two_named_alike(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        cli.main(["run", graph, "--fetch", "a_b", "--threshold", value])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--threshold" in err and value in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["0", str(2 ** 63 - 1)])
+def test_cli_threshold_bounds_are_accepted(value, tmp_path, capsys):
+    graph = _two_named_alike(tmp_path)
+    assert cli.main(["run", graph, "--fetch", "a/b", "--threshold", value]) == 0
+    assert "[1 2]" in capsys.readouterr().out or value == "0"
+
+
+def test_cli_stops_quietly_on_a_closed_pipe(tmp_path):
+    """`graphflow run ... | head`: BrokenPipeError is an OSError, and the OSError clause
+    caught it first, printing 'error: [Errno 32] Broken pipe'."""
+    g = gf.Graph()
+    gf.Scope(g).with_name("big").fill([100_000], 1.5)
+    graph = str(tmp_path / "big.json")
+    g.save(graph)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "graphflow", "run", graph, "--fetch", "big",
+         "--threshold", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.read(10) == b"big:0  flo"
+    proc.stdout.close()  # more than a pipe buffer is still to come
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 1
+    assert "Broken pipe" not in err and "Traceback" not in err, err
 
 
 # -- item 14: cheap build-time folding --------------------------------------------------------
