@@ -4,14 +4,17 @@ Each step looks up a batch of rows of a table (a sparse read), compares them to
 targets, and lets plain SGD update only the rows the batch touched: the
 gradient of a sparse read is a gf.IndexedSlices, which the optimizer applies as
 an in-place scatter (duplicates accumulate). Rows no batch touched stay
-bit-identical. The trained table is then saved to a checkpoint and restored
-into a fresh Session.
+bit-identical. It prints the loss as it falls (one line per tenth of the
+steps), plots the loss curve to a PNG when matplotlib is installed, then saves
+the trained table to a checkpoint and restores it into a fresh Session.
 
     python examples/train_embedding.py [--rows 10000] [--dim 16] [--steps 200]
+                                       [--plot train_embedding_loss.png]
 """
 import argparse
 import os
 import tempfile
+import time
 
 import numpy as np
 
@@ -36,6 +39,8 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=16)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--plot", default="train_embedding_loss.png",
+                        help="PNG of the loss curve (needs matplotlib; '' for none)")
     args = parser.parse_args()
 
     g = gf.Graph()
@@ -48,23 +53,51 @@ def main() -> None:
     with gf.Session(g) as sess:
         sess.run(gf.global_variables_initializer(g))
         before = sess.run(table)
-        losses = []
-        for _ in range(args.steps):
+        losses, every, start = [], max(1, args.steps // 10), time.perf_counter()
+        for step in range(1, args.steps + 1):
             batch = rng.choice(hot, size=args.batch)          # duplicates on purpose
             feed = {ids: batch, targets: wanted[batch]}
-            losses.append(float(sess.run(loss, feed)) / args.batch)
-            sess.run(train, feed)
+            # one run: the update waits for the gradient, which reads the rows first,
+            # so the loss is the one before this step's update
+            value, _ = sess.run([loss, train], feed)
+            losses.append(float(value) / args.batch)
+            if step % every == 0 or step == args.steps:
+                print(f"step {step:>{len(str(args.steps))}}/{args.steps}  loss per row "
+                      f"{losses[-1]:.4g}  ({time.perf_counter() - start:.2f} s)")
         after = sess.run(table)
         cold = np.setdiff1d(np.arange(args.rows), hot)
         show("loss per row, first and last step", [float(f"{losses[0]:.4g}"), float(f"{losses[-1]:.4g}")])
         print(f"loss down {losses[0] / losses[-1]:.0f}x in {args.steps} steps")
         print(f"rows never looked up unchanged: {bool(np.array_equal(after[cold], before[cold]))}")
 
-        path = os.path.join(tempfile.mkdtemp(), "embedding.ckpt")
+        folder = tempfile.TemporaryDirectory()
+        path = os.path.join(folder.name, "embedding.ckpt")
         gf.train.Saver().save(sess, path)
-    with gf.Session(g) as fresh:                                   # initializers never run
+    with folder, gf.Session(g) as fresh:                           # initializers never run
         gf.train.Saver().restore(fresh, path)
         print(f"restored from checkpoint: {bool(np.array_equal(fresh.run(table), after))}")
+    if args.plot:
+        plot(losses, args.plot)
+
+
+def plot(losses: list, path: str) -> None:
+    """The loss curve (log scale) as a PNG, when matplotlib is installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install matplotlib)")
+        return
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    ax.semilogy(range(1, len(losses) + 1), losses)
+    ax.set(xlabel="step", ylabel="loss per row (squared error)",
+           title="SGD on sparse gradients of an embedding table")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    print(f"loss curve: {path}")
 
 
 if __name__ == "__main__":

@@ -97,10 +97,21 @@ def test_every_example_prints_its_graph(name):
     assert all(len(row) >= 4 for row in graph_lines(out))  # name, type, device, outputs
 
 
-def test_train_embedding_converges_and_leaves_cold_rows_alone():
-    out = run_example("train_embedding.py", "--rows", "500", "--steps", "80", "--batch", "32")
+def test_train_embedding_converges_and_leaves_cold_rows_alone(tmp_path):
+    png = tmp_path / "loss.png"
+    out = run_example("train_embedding.py", "--rows", "500", "--steps", "80", "--batch", "32",
+                      "--plot", str(png))
     first, last = printed_values(out)["loss per row, first and last step"]
     assert last < first / 10
+    progress = [float(line.split("loss per row ")[1].split()[0])
+                for line in out.splitlines() if line.startswith("step ")]
+    assert len(progress) == 10 and progress[-1] == last and progress[0] > progress[-1]
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "matplotlib is not installed" in out
+    else:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "rows never looked up unchanged: True" in out
     assert "restored from checkpoint: True" in out
 
