@@ -99,7 +99,8 @@ def _compute_constant(output: "Output") -> np.ndarray | None:
         if not shape.is_fully_defined() and (op.type != "Rank" or shape.rank is None):
             return None
         dims = shape.as_list()
-        known = {"Rank": len(dims), "Size": math.prod(dims), "Shape": dims}[op.type]
+        known = (len(dims) if op.type == "Rank"  # dims may hold None: only the rank is known
+                 else math.prod(dims) if op.type == "Size" else dims)
         if max(np.ravel(known), default=0) > np.iinfo(np_type).max:
             return None  # the kernel fails when the graph runs, as in TensorFlow
         return np.array(known, np_type)
