@@ -653,8 +653,7 @@ def _concat_grad(g, grad):
     axis_value = constant_value(axis)
     rank = grad.shape.rank
     if axis_value is None or rank is None:
-        raise InvalidArgumentError(
-            f"The gradient of ConcatV2 '{g.op.name}' needs a constant axis and a known rank")
+        return _concat_grad_at_run_time(s, grad, values, axis) + [None]
     axis_value = int(axis_value) % rank
     sizes = [v.shape[axis_value] for v in values]
     if all(n is not None for n in sizes):
@@ -676,6 +675,22 @@ def _concat_grad(g, grad):
         parts.append(s.slice(grad, start, size))
         offset = s.add(offset, s.reshape(n, []))
     return parts + [None]
+
+
+def _concat_grad_at_run_time(s, grad, values, axis):
+    """ConcatV2's gradient when the axis or the rank is known only at run time."""
+    rank = s.rank(grad)
+    axis = axis if axis.dtype == int32 else s.cast(axis, int32)
+    axis = s.select_v2(s.less(axis, 0), s.add(axis, rank), axis)
+    at, dims = s.reshape(axis, [1, 1]), s.reshape(rank, [1])
+    offset, parts = s.constant([0], dtype=int32), []
+    for v in values:
+        n = s.slice(s.shape(v), s.reshape(axis, [1]), [1])
+        start = s.scatter_nd(at, offset, dims)
+        size = s.tensor_scatter_update(s.fill(dims, -1), at, n)
+        parts.append(s.reshape(s.slice(grad, start, size), _shape_of(s, v)))
+        offset = s.add(offset, n)
+    return parts
 
 
 @Fill.gradient

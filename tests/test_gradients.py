@@ -339,3 +339,17 @@ def test_gradient_check_rejects_what_has_no_gradient(scope):
     for delta in (0, -1e-3, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="delta must be a finite number > 0"):
             gf.gradient_check(scope.mul(x, x), [x], [np.ones(2)], delta=delta)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, -2])
+@pytest.mark.parametrize("known_rank", [True, False], ids=["rank", "no_rank"])
+def test_concat_gradient_with_a_run_time_axis_or_rank(scope, axis, known_rank):
+    """As TensorFlow: the axis may be a tensor fed at run time, the inputs of unknown rank."""
+    shape = [None, None] if known_rank else None
+    a = scope.placeholder(gf.float64, shape=shape)
+    b = scope.placeholder(gf.float64, shape=shape)
+    at = scope.placeholder(gf.int32, shape=[])
+    c = scope.concat([a, b], at)
+    sizes = [2, 3]
+    sizes[axis % 2] = 1
+    check(scope.mul(c, c), [a, b], [values([2, 3]), values(sizes)], feed_dict={at: axis})

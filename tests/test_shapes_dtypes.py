@@ -91,8 +91,6 @@ def test_string_dtype():
 
 def test_rank_of_a_partially_known_shape_folds():
     """Rank folds as soon as the rank is known (the dims may not be): the Fill is [2]."""
-    import graphflow as gf
-
     scope = gf.Scope(gf.Graph())
     x = scope.placeholder(gf.float64, shape=[None, 3])
     assert scope.fill(scope.reshape(scope.rank(x), [1]), 1.0).shape.as_list() == [2]
