@@ -160,7 +160,7 @@ def test_stage_graph_keeps_names_and_replaces_inputs(scope):
     spec = StageSpec("k", "g", 0, str(W1), tuple(op.name for op in stage.ops),
                      (("a", 0, "float32", (3,)),), ((0, 0),), (("c", 0),),
                      tuple(op.name for op in sink_ops(stage.ops, stage.outputs)), False, False)
-    graph, feeds, fetches, _ = stage_graph(scope.graph.as_graph_def(), spec)
+    graph, feeds, fetches = stage_graph(scope.graph.as_graph_def(), spec)
     assert [op.name for op in graph.operations()] == ["Recv/0", "b", "c"]
     assert graph.operation("b").device == "/device:CPU:0"  # the task is the worker itself
     assert graph.operation("c").control_inputs == ()

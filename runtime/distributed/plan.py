@@ -150,52 +150,59 @@ class DistributedPlan:
         self.stages: list[Stage] = cut_stages(ops, task_of, fed, fetches)
         self.routes: list[Route] = routes(self.stages, fetches)
         graph = session.ship() if self.stages else ("", 0)
-        feed_index = {o: j for j, o in enumerate(self.feeds)}
-        route_of = {(r.producer, r.consumer): k for k, r in enumerate(self.routes)}
-        self.specs: list[StageSpec] = []
+        self._feed_index = {o: j for j, o in enumerate(self.feeds)}
+        self._route_of = {(r.producer, r.consumer): k for k, r in enumerate(self.routes)}
+        self._producer_of = {o: s.index for s in self.stages for o in s.outputs}
         self.arguments: list[list[tuple[str, int]]] = []  # per stage: ("route", k) | ("feed", j)
-        producer_of = {o: s.index for s in self.stages for o in s.outputs}
+        self.specs: list[StageSpec] = []
         for s in self.stages:
-            layout: list[tuple[str, int]] = []
-            position: dict[tuple[str, int], int] = {}
-
-            def argument(kind: str, k: int) -> int:
-                if (kind, k) not in position:
-                    position[(kind, k)] = len(layout)
-                    layout.append((kind, k))
-                return position[(kind, k)]
-
-            sources = []
-            for i in s.inputs:
-                if i in feed_index:
-                    sources.append((argument("feed", feed_index[i]), -1))
-                else:
-                    route = self.routes[route_of[(producer_of[i], s.task)]]
-                    at = route.needs if route.picks is not None else self.stages[
-                        route.producer].outputs
-                    sources.append((argument("route", route_of[(producer_of[i], s.task)]),
-                                    at.index(i)))
-            for k in s.upstream:  # control-only dependencies wait for their stage too
-                argument("route", route_of[(k, s.task)])
+            layout, sources = self._arguments_of(s)
             self.arguments.append(layout)
-            self.specs.append(_spec(s, graph, tuple(sources)))
-        self.fetch_plan = []  # per fetch: ("feed", j) | ("route", k, position) | ("op",)
-        for f in fetches:
-            if isinstance(f, Operation):
-                self.fetch_plan.append(("op",))
-            elif f in feed_index:
-                self.fetch_plan.append(("feed", feed_index[f]))
-            else:
-                route = route_of[(producer_of[f], None)]
-                r = self.routes[route]
-                at = r.needs if r.picks is not None else self.stages[r.producer].outputs
-                self.fetch_plan.append(("route", route, at.index(f)))
+            self.specs.append(_spec(s, graph, sources))
+        # per fetch: ("feed", j) | ("route", k, position) | ("op",)
+        self.fetch_plan = [self._fetch_step(f) for f in fetches]
         self.client_routes = [k for k, r in enumerate(self.routes) if r.consumer is None]
         self.routes_from = [[k for k, r in enumerate(self.routes) if r.producer == s.index]
                             for s in self.stages]
         self.tasks = sorted({s.task for s in self.stages})
         self.writers = sorted({s.task for s in self.stages if s.writes})
         self.stateful = {s.task for s in self.stages if s.uses_variables}
+
+    def _reached_by(self, value: Output, consumer: Task | None) -> tuple[int, int]:
+        """The route that brings ``value`` to ``consumer`` (None: the client), and the
+        value's position in what that route carries."""
+        k = self._route_of[(self._producer_of[value], consumer)]
+        route = self.routes[k]
+        carried = self.stages[route.producer].outputs if route.picks is None else route.needs
+        return k, carried.index(value)
+
+    def _arguments_of(self, stage: Stage) -> tuple[list[tuple[str, int]], tuple]:
+        """A stage's dask arguments (each feed and route once) and, per input of the
+        stage, (argument, position in it, or -1 for a feed)."""
+        layout: list[tuple[str, int]] = []
+
+        def argument(kind: str, k: int) -> int:
+            if (kind, k) not in layout:
+                layout.append((kind, k))
+            return layout.index((kind, k))
+
+        sources = []
+        for i in stage.inputs:
+            if i in self._feed_index:
+                sources.append((argument("feed", self._feed_index[i]), -1))
+            else:
+                k, at = self._reached_by(i, stage.task)
+                sources.append((argument("route", k), at))
+        for k in stage.upstream:  # control-only dependencies wait for their stage too
+            argument("route", self._route_of[(k, stage.task)])
+        return layout, tuple(sources)
+
+    def _fetch_step(self, fetch) -> tuple:
+        if isinstance(fetch, Operation):
+            return ("op",)
+        if fetch in self._feed_index:
+            return ("feed", self._feed_index[fetch])
+        return ("route", *self._reached_by(fetch, None))
 
     # -- running ------------------------------------------------------------------------------
     def run(self, feed_values: Sequence, pool=None, metadata: RunMetadata | None = None) -> list:

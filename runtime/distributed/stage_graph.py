@@ -34,9 +34,9 @@ class StageSpec:
     uses_variables: bool                       # holds variables: check the worker's incarnation
 
 
-def stage_graph(graph_def: dict, spec: StageSpec) -> tuple[Graph, list[Output], list, list]:
+def stage_graph(graph_def: dict, spec: StageSpec) -> tuple[Graph, list[Output], list]:
     """Build ``spec``'s stage from the whole graph: (graph, input placeholders' outputs,
-    fetches = the stage's outputs then its targets, the stage's op names)."""
+    fetches = the stage's outputs then its targets)."""
     keep = set(spec.nodes)
     nodes = {n["name"]: n for n in graph_def["nodes"] if n["name"] in keep}
     prefix = _unused_prefix("Recv", (n["name"] for n in graph_def["nodes"]))
@@ -57,7 +57,7 @@ def stage_graph(graph_def: dict, spec: StageSpec) -> tuple[Graph, list[Output], 
     fetches: list = [imported[node].outputs[index] for node, index in spec.outputs]
     fetches += [imported[name] for name in spec.targets]
     graph = next(iter(imported.values())).graph if imported else Graph()
-    return graph, feeds, fetches, list(spec.nodes)
+    return graph, feeds, fetches
 
 
 def _shape(shape: tuple | None):

@@ -44,7 +44,7 @@ class _Stage:
     """A stage compiled on this worker."""
 
     def __init__(self, spec: StageSpec, graph_def: dict, config, resources: ResourceStore):
-        graph, feeds, fetches, _ = stage_graph(graph_def, spec)
+        graph, feeds, fetches = stage_graph(graph_def, spec)
         self.plan = Plan(graph, fetches, feeds, list_devices(), config, ForwardCounter(),
                          resources)
         self.num_outputs = len(spec.outputs)
