@@ -101,7 +101,7 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, stop_gradients: Any = None,
 
     root = Scope(graph).with_sub_scope(name)
     between = _ops_between(graph, [x.op for x in xs], [y.op for y in ys], stop_ops)
-    _check_every_y_reaches_an_x(ys, xs, between)
+    _check_every_y_reaches_an_x(graph, ys, xs, between)
 
     pending: dict[Output, list] = defaultdict(list)
     for y, grad_y in zip(ys, _grad_ys(root, ys, grad_ys)):
@@ -117,8 +117,9 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, stop_gradients: Any = None,
     for op in sorted(between, key=lambda o: o._id, reverse=True):
         if op in stop_ops:
             continue
+        # A held tensor still gets its own gradient (it may be an x); the walk stops there.
         wanted = [i for i, t in enumerate(op.inputs)
-                  if is_differentiable(t) and t.op in between and t.op not in stop_ops]
+                  if is_differentiable(t) and t.op in between]
         if not wanted or not any(o in pending for o in op.outputs if is_differentiable(o)):
             continue
         rule = op.op_def.gradient_function
@@ -209,9 +210,13 @@ def _ops_between(graph: Graph, from_ops: list[Operation], to_ops: list[Operation
     return between
 
 
-def _check_every_y_reaches_an_x(ys: list[Output], xs: list[Output], between: set) -> None:
+def _check_every_y_reaches_an_x(graph: Graph, ys: list[Output], xs: list[Output],
+                                between: set) -> None:
+    """No y depending on any x is a mistake worth naming; a dependence only through
+    held tensors (stop_gradients) is not: those xs get None, as in TensorFlow."""
     x_ops = {x.op for x in xs}
-    if not x_ops & between:
+    if not x_ops & between and not x_ops & _ops_between(graph, list(x_ops),
+                                                         [y.op for y in ys], set()):
         names = ", ".join(f"'{y.name}'" for y in ys)
         raise InvalidArgumentError(
             f"gradients: {names} does not depend on any of xs "

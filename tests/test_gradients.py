@@ -182,6 +182,19 @@ def test_stop_gradients_hold_tensors_constant(scope):
         assert sess.run(d, {x: 3.0}) == 1.0
 
 
+def test_a_held_tensor_gets_its_own_gradient_and_stops_there(scope):
+    """As TensorFlow's stop_gradients: a held t that is also an x gets dy/dt; an x reached
+    only through held tensors gets None (not a 'no path' error)."""
+    x = scope.placeholder(gf.float64, shape=[])
+    t = scope.mul(x, 2.0)
+    y = scope.mul(t, t)
+    dx, dt = gf.gradients(y, [x, t], stop_gradients=[t])
+    assert dx is None
+    (dt_alone,) = gf.gradients(y, [t], stop_gradients=[t])
+    with gf.Session(scope.graph) as sess:
+        assert sess.run([dt, dt_alone], {x: 1.5}) == [6.0, 6.0]
+
+
 def test_second_order_of_a_polynomial(scope):
     x = scope.placeholder(gf.float64, shape=[3])
     c = lambda v: scope.constant(v, dtype=gf.float64)  # noqa: E731
