@@ -313,11 +313,46 @@ ResourceApplyAdagrad = register_op(
     doc="accum += grad * grad; var -= lr * grad / sqrt(accum) (TensorFlow's Adagrad), in place.")
 
 
-@ResourceApplyAdagrad.shape_fn
-def _adagrad_shape(ctx):
-    """no outputs; grad has the variable's shape, lr is a scalar."""
+def _check_slots(ctx) -> TensorShape:
+    """Build-time checks shared by the Adagrad ops, where the handles tell: var and
+    accum hold T and have one shape; lr is a scalar. Returns var's shape."""
     if not ctx.shape("lr").is_compatible_with(TensorShape([])):
         raise ctx.error(f"lr is not a scalar: {ctx.shape('lr')}")
+    shapes = []
+    for name in ("var", "accum"):
+        known = handle_attrs(ctx.input(name))
+        if known is None:
+            shapes.append(TensorShape(None))
+            continue
+        if known[0] != ctx.attr("T"):
+            raise ctx.error(f"{name} '{known[2]}' has dtype {known[0].name}, the update "
+                            f"is {ctx.attr('T').name}")
+        shapes.append(known[1])
+    if not shapes[0].is_compatible_with(shapes[1]):
+        raise ctx.error(f"var and accum do not have the same shape: {shapes[0]} {shapes[1]}")
+    return shapes[0].merge_with(shapes[1])
+
+
+def _check_slot_values(var, accum, value, acc, lr) -> None:
+    """The same checks on the values, at run time (handles from anywhere, fed lr)."""
+    if np.ndim(lr) != 0:
+        raise InvalidArgumentError(f"lr is not a scalar: {debug_string(np.shape(lr))}")
+    dtype = np.asarray(lr).dtype
+    for state, stored in ((var, value), (accum, acc)):
+        if stored.dtype != dtype:
+            raise InvalidArgumentError(f"Variable '{state.name}' has dtype {stored.dtype}, "
+                                       f"the update is {dtype}")
+    if value.shape != acc.shape:
+        raise InvalidArgumentError(f"var and accum do not have the same shape: "
+                                   f"{debug_string(value.shape)} {debug_string(acc.shape)}")
+
+
+@ResourceApplyAdagrad.shape_fn
+def _adagrad_shape(ctx):
+    """no outputs; lr is a scalar, var and accum hold T and have grad's shape."""
+    var = _check_slots(ctx)
+    if not var.is_compatible_with(ctx.shape("grad")):
+        raise ctx.error(f"var and grad do not have the same shape: {var} {ctx.shape('grad')}")
     return []
 
 
@@ -326,6 +361,7 @@ def _apply_adagrad(ctx, var, accum, lr, grad):
     v, a = _variable_of(ctx, var), _variable_of(ctx, accum)
     with _locked(v, a):
         value, acc = v.initialized_value(), a.initialized_value()
+        _check_slot_values(v, a, value, acc, lr)
         for state in (v, a):
             _check_same_shape(state, grad)
         for state in (v, a):
@@ -346,9 +382,18 @@ ResourceSparseApplyAdagrad = register_op(
 
 @ResourceSparseApplyAdagrad.shape_fn
 def _sparse_adagrad_shape(ctx):
-    """no outputs; indices is 1-D, grad is [len(indices)] + var.shape[1:]."""
-    if not ctx.shape("indices").is_compatible_with(TensorShape([None])):
-        raise ctx.error(f"indices must be one-dimensional, got {ctx.shape('indices')}")
+    """no outputs; lr is a scalar, var and accum hold T and have one shape (rank >= 1),
+    indices is 1-D, grad is [len(indices)] + var.shape[1:]."""
+    var = _check_slots(ctx)
+    if var.rank == 0:
+        raise ctx.error("var must be at least 1 dimensional")
+    indices = ctx.shape("indices")
+    if not indices.is_compatible_with(TensorShape([None])):
+        raise ctx.error(f"indices must be one-dimensional, got {indices}")
+    if var.rank is not None and indices.rank is not None and \
+            not ctx.shape("grad").is_compatible_with(indices.concatenate(var[1:])):
+        raise ctx.error(f"grad must be [len(indices)] + var.shape[1:] = "
+                        f"{indices.concatenate(var[1:])}, got {ctx.shape('grad')}")
     return []
 
 
@@ -357,6 +402,12 @@ def _sparse_apply_adagrad(ctx, var, accum, lr, grad, indices):
     v, a = _variable_of(ctx, var), _variable_of(ctx, accum)
     with _locked(v, a):
         value, acc = v.initialized_value(), a.initialized_value()
+        _check_slot_values(v, a, value, acc, lr)
+        if value.ndim < 1:
+            raise InvalidArgumentError("var must be at least 1 dimensional")
+        if indices.ndim != 1:
+            raise InvalidArgumentError(f"indices must be one-dimensional, got "
+                                       f"{debug_string(indices.shape)}")
         if grad.shape != indices.shape + value.shape[1:]:
             raise InvalidArgumentError(
                 f"grad must be [len(indices)] + var.shape[1:] = "

@@ -328,3 +328,50 @@ def test_adagrad_out_of_range_rows_leave_both_variables_unchanged(scope):
             sess.run(step)
         np.testing.assert_array_equal(sess.run(table), 1)
         np.testing.assert_array_equal(sess.run(acc), 0.1)
+
+
+ADAGRAD_MISUSE = [  # (what, var value, accum value, lr, grad, indices or None: dense, error)
+    ("lr vector, dense", np.ones((3, 2)), np.ones((3, 2)), [0.1, 0.2], np.ones((3, 2)), None,
+     r"lr is not a scalar: \[2\]"),
+    ("lr vector, sparse", np.ones((3, 2)), np.ones((3, 2)), [0.1, 0.2], np.ones((1, 2)), [0],
+     r"lr is not a scalar: \[2\]"),
+    ("accum of another shape, dense", np.ones((3, 2)), np.ones((4, 2)), 0.1, np.ones((3, 2)),
+     None, r"var and accum do not have the same shape: \[3,2\] \[4,2\]"),
+    ("accum of another shape, sparse", np.ones((3, 2)), np.ones((4, 2)), 0.1, np.ones((1, 2)),
+     [0], r"var and accum do not have the same shape: \[3,2\] \[4,2\]"),
+    ("accum of another dtype", np.ones((3, 2)), np.ones((3, 2), np.float32), 0.1,
+     np.ones((3, 2)), None, "'acc' has dtype float32"),
+    ("a scalar var, sparse", np.float64(1), np.float64(1), 0.1, np.ones(1), [0],
+     "var must be at least 1 dimensional"),
+]
+
+
+@pytest.mark.parametrize("hidden", [False, True], ids=["at build time", "at run time"])
+@pytest.mark.parametrize("case", ADAGRAD_MISUSE, ids=[c[0] for c in ADAGRAD_MISUSE])
+def test_adagrad_ops_refuse_what_tensorflow_refuses_and_change_nothing(scope, case, hidden):
+    """As TensorFlow's kernels: lr a scalar, var and accum of one shape and of the update's
+    dtype, sparse updates on a var of rank >= 1. Checked when the graph is built where the
+    handles tell, else (``hidden``: handles through Identity, lr fed) when it runs, before
+    anything is written."""
+    _, var_value, acc_value, lr, grad, indices, error = case
+    var, acc = scope.variable(var_value, name="var"), scope.variable(acc_value, name="acc")
+    handles = [var.handle, acc.handle]
+    if hidden:
+        handles = [scope.identity(h) for h in handles]
+    rate = scope.placeholder(gf.float64) if hidden or np.ndim(lr) else np.float64(lr)
+    feed = {rate: np.float64(lr)} if hidden or np.ndim(lr) else {}
+
+    def build():
+        if indices is None:
+            return scope.resource_apply_adagrad(*handles, rate, grad)
+        return scope.resource_sparse_apply_adagrad(*handles, rate, grad, indices)
+    if not hidden and "lr vector" not in case[0]:  # a fed lr's shape is known only later
+        with pytest.raises(gf.errors.InvalidArgumentError, match=error):
+            build()
+        return
+    step = build()
+    with session_with(scope.graph) as sess:
+        with pytest.raises(gf.errors.InvalidArgumentError, match=error):
+            sess.run(step, feed)
+        assert np.array_equal(sess.run(var), var_value) and np.array_equal(sess.run(acc),
+                                                                           acc_value)
