@@ -326,6 +326,22 @@ def test_saver_reaches_the_workers(scope, cluster, tmp_path):
         np.testing.assert_array_equal(one.run(twin), [6, 6])
 
 
+def test_each_session_config_holds_on_the_workers(scope, dask_client):
+    """Two Sessions of one graph with different configs: each stage runs under its own
+    Session's config (a worker caches a compiled stage per config)."""
+    x = scope.placeholder(gf.float32, shape=[None], name="x")
+    y = scope.with_device(W1).mul(x, 2.0, name="y")
+    value = np.ones(1000, np.float32)
+    for limit, fails in [(None, False), (100, True), (None, False)]:
+        config = gf.SessionConfig(cluster=dask_client, memory_limit_bytes=limit)
+        with gf.Session(scope.graph, config) as sess:
+            if fails:
+                with pytest.raises(gf.errors.ResourceExhaustedError, match="y"):
+                    sess.run(y, {x: value})
+            else:
+                np.testing.assert_array_equal(sess.run(y, {x: value}), value * 2)
+
+
 def test_uninitialized_variable_on_a_worker(scope, cluster):
     v = scope.with_device(W1).variable(np.zeros(2, np.float32), name="never_initialized")
     with gf.Session(scope.graph, cluster) as sess:

@@ -5,7 +5,8 @@ Each worker process keeps, per dask ``Worker`` (in-process clusters hold several
 
 - the graphs shipped to it, by content hash (``GraphPlugin``: a dask WorkerPlugin,
   so a worker that (re)starts later gets them too);
-- one compiled local Plan per stage (``StageSpec.key``), as a Session caches plans;
+- one compiled local Plan per stage (``StageSpec.key``) and Session config, as a
+  Session caches plans;
 - its variables (a ResourceStore keyed by the variable's name, shared by every
   graph and Session that runs there, as a TensorFlow parameter server's);
 - the undo journal of each run that writes and is not finished yet;
@@ -59,7 +60,7 @@ class WorkerState:
         self.resources = ResourceStore()
         self._graph_texts: dict[str, tuple[int, str]] = {}  # graph id -> (version, JSON)
         self._graphs: dict[str, tuple[int, dict]] = {}       # parsed, at first use
-        self._stages: dict[str, _Stage] = {}
+        self._stages: dict[tuple[str, Any], _Stage] = {}  # by (StageSpec.key, config)
         self._journals: dict[str, Journal] = {}
         self._in_flight: dict[str, int] = {}
         self._finished: dict[str, None] = {}  # runs taken back or committed: refuse late stages
@@ -73,12 +74,15 @@ class WorkerState:
                 self._graphs.pop(key, None)
 
     def stage(self, spec: StageSpec, config) -> _Stage:
-        compiled = self._stages.get(spec.key)
+        """``spec`` compiled under ``config`` (Sessions of one graph may differ in it: a
+        memory limit, soft placement, determinism)."""
+        key = (spec.key, config)
+        compiled = self._stages.get(key)
         if compiled is None:
             graph_def = self._graph_def(spec)
             compiled = _Stage(spec, graph_def, config, self.resources)
             with self._lock:
-                compiled = self._stages.setdefault(spec.key, compiled)
+                compiled = self._stages.setdefault(key, compiled)
         return compiled
 
     def _graph_def(self, spec: StageSpec) -> dict:
