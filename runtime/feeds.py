@@ -10,9 +10,12 @@ complex into a real dtype keeps the real part, and NaN or an out-of-range
 float into an integer is undefined (as in TensorFlow).
 
 Refused with a TypeError (``InvalidDTypeError``), as TF1 refuses them: a
-Python int the dtype cannot hold exactly (300 into uint8, 2**40 into int32, as
-TF1 checks Python ints), anything but strings into a string tensor, None, and a
-graph Output or Operation. Refused with a ValueError (``InvalidArgumentError``):
+Python int the dtype cannot hold exactly (300 into uint8, 2**40 into int32,
+2**53 + 1 into float64, as TF1 checks Python ints; graphflow also checks the
+Python ints in lists, while numpy ints in a list are cast as numpy casts them),
+anything but strings into a string tensor (``[1, "a"]`` too, which numpy would
+turn into strings), None, and a graph Output or Operation. An empty value
+(``[]``, ``[[]]``) feeds any dtype, string included. Refused with a ValueError (``InvalidArgumentError``):
 strings numpy cannot parse (``"a"`` into int32), ragged lists, a shape the
 placeholder does not allow.
 
@@ -55,10 +58,18 @@ def feed_array(value: Any, dtype: DType, name: str) -> Any:
     except (ValueError, TypeError, OverflowError, RuntimeError) as e:  # ragged, requires_grad
         raise InvalidArgumentError(f"Cannot feed value for Tensor '{name}': {e}") from None
     if dtype.is_string:
+        if array.size == 0:  # [] or [[]] (float64 to numpy): an empty tensor of any dtype
+            return _read_only_view(np.empty(array.shape, object))
+        if from_python and array.dtype.kind in "SU" and not all(
+                isinstance(x, (str, bytes, np.str_, np.bytes_)) for x in _leaves(shared)):
+            shown = repr(shared) if array.size <= 8 else f"a list of {array.size} values"
+            raise InvalidDTypeError(  # numpy made strings of [1, "a"]: TF1 refuses the 1
+                f"Cannot feed value {shown} for Tensor '{name}', which has dtype string: a "
+                f"string tensor takes strings only")
         return _string_array(array, name)
     if array.dtype == np_dtype:
         return _read_only_view(array)
-    return _cast(array, dtype, name, exact_ints=from_python)
+    return _cast(array, dtype, name, python_value=shared if from_python else None)
 
 
 def _read_only_view(array: np.ndarray) -> np.ndarray:
@@ -88,9 +99,23 @@ def _string_array(array: np.ndarray, name: str) -> np.ndarray:
         raise InvalidDTypeError(f"Cannot feed value for Tensor '{name}': {e}") from None
 
 
-def _cast(array: np.ndarray, dtype: DType, name: str, exact_ints: bool) -> np.ndarray:
-    """``np.asarray(array, dtype)``: numpy's cast. Python ints (``exact_ints``) must be
-    held exactly, as TF1's Session requires of them."""
+def _leaves(value: Any):
+    """The scalars of a (nested) list or tuple; a scalar is its own leaf."""
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def _is_python_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _cast(array: np.ndarray, dtype: DType, name: str, python_value: Any = None) -> np.ndarray:
+    """``np.asarray(array, dtype)``: numpy's cast. The Python ints of ``python_value``
+    (the fed scalar or list ``array`` was made of) must be held exactly, as TF1's
+    Session requires of them; numpy scalars in a list are cast as numpy casts them."""
     np_dtype = dtype.as_numpy_dtype
     source = array
     if array.dtype.kind == "c" and np_dtype.kind in "iuf":
@@ -102,10 +127,41 @@ def _cast(array: np.ndarray, dtype: DType, name: str, exact_ints: bool) -> np.nd
         raise _inexact_int(source, dtype, name, e) from None
     except (ValueError, TypeError) as e:  # "a" into int32, objects numpy cannot convert
         raise InvalidArgumentError(f"Cannot feed value for Tensor '{name}': {e}") from None
-    if exact_ints and source.dtype.kind in "iuO" and not np.array_equal(cast, source):
+    if (python_value is not None and source.dtype.kind in "iuO"
+            and _changed(cast, source) and _python_ints_inexact(python_value, np_dtype)):
         raise _inexact_int(source, dtype, name)
     cast.flags.writeable = False
     return cast
+
+
+def _changed(cast: np.ndarray, source: np.ndarray) -> bool:
+    """Whether casting ``source`` to ``cast`` changed a value. Integers cast to floats
+    go back to their own type to be compared (numpy compares int64 with float64 as
+    float64: 2**53 + 1 would equal its rounded 2**53)."""
+    if source.dtype.kind in "iu" and cast.dtype.kind in "fc":
+        real = cast.real
+        with np.errstate(all="ignore"):
+            back = np.where(np.isfinite(real), real, 0).astype(source.dtype)
+        return not (np.isfinite(real) & (back == source)).all()
+    return not np.array_equal(cast, source)
+
+
+def _python_ints_inexact(value: Any, np_dtype: np.dtype) -> bool:
+    """Whether a Python int among ``value``'s leaves changes when cast to ``np_dtype``
+    (only asked once the whole cast changed something: a rare path)."""
+    for leaf in _leaves(value):
+        if _is_python_int(leaf):
+            try:
+                with np.errstate(all="ignore"):
+                    held = np.array(leaf).astype(np_dtype)[()]
+            except OverflowError:  # past int64 / uint64
+                return True
+            if np.iscomplexobj(held):
+                held = held.real
+            # compared in Python: exact (numpy would compare 2**53 + 1 as a float64)
+            if not np.isfinite(held) or int(held) != leaf:
+                return True
+    return False
 
 
 def _inexact_int(source: np.ndarray, dtype: DType, name: str,

@@ -127,6 +127,11 @@ TF1_RECORDED = [
     (True, gf.float32, np.float32(1.0)),
     (np.array(["a", "b"]), gf.string, np.array([b"a", b"b"], object)),
     (np.array(["a", "b"], object), gf.string, np.array([b"a", b"b"], object)),
+    ([np.int8(-1)], gf.uint8, np.array([255], np.uint8)),  # numpy ints in a list: cast
+    ([[1, np.int64(2 ** 40)]], gf.int32, np.array([[1, 0]], np.int32)),
+    ([], gf.string, np.array([], object)),   # empty: any dtype
+    ([[]], gf.string, np.empty((1, 0), object)),
+    (np.zeros((2, 0)), gf.string, np.empty((2, 0), object)),
     (2 ** 40, gf.int32, TypeError),           # a Python int must fit exactly
     (-1, gf.uint8, TypeError),
     (["a"], gf.int32, ValueError),            # numpy cannot parse it
@@ -214,6 +219,40 @@ def test_python_ints_must_be_held_exactly(feed_session, value, target):
             fed(feed_session, value, target)
 
 
+@given(ints=st.lists(st.integers(-2 ** 70, 2 ** 70), min_size=1, max_size=4),
+       target=st.sampled_from([t for t in NUMERIC if not t.is_complex and t != gf.bool]))
+def test_only_python_ints_are_held_exactly_numpy_ints_in_a_list_are_cast(
+        feed_session, ints, target):
+    """A numpy int in a list is cast as numpy casts it (as TF1 does), next to Python ints
+    that must fit: the verdict is the Python ints' alone."""
+    np_ints = [np.int64(v) for v in ints if -2 ** 63 <= v < 2 ** 63]
+    value = ints + np_ints
+    np_type = target.as_numpy_dtype.type
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exact = all(_holds(np_type, v) for v in ints)
+    if exact:
+        got = fed(feed_session, value, target)
+        assert got.dtype == target.as_numpy_dtype and got.shape == (len(value),)
+        assert got[:len(ints)].tolist() == ints
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cast = np.array(np_ints, np.int64).astype(target.as_numpy_dtype)
+        assert got[len(ints):].tobytes() == cast.tobytes()
+    else:
+        with pytest.raises(TypeError, match="cannot hold the value exactly"):
+            fed(feed_session, value, target)
+
+
+@pytest.mark.parametrize("value, target", [(2 ** 53 + 1, gf.float64), ([2 ** 53 + 1], gf.float64),
+                                           (2 ** 24 + 1, gf.float32), ([1, 2049], gf.float16),
+                                           (2 ** 63 - 1, gf.float64)])
+def test_python_ints_into_floats_are_compared_exactly(feed_session, value, target):
+    """numpy compares int64 with float64 as float64, where 2**53 + 1 equals 2**53."""
+    with pytest.raises(TypeError, match="cannot hold the value exactly"):
+        fed(feed_session, value, target)
+
+
 def _holds(np_type, v: int) -> bool:
     try:
         return int(np_type(v)) == v if np.issubdtype(np_type, np.integer) else \
@@ -227,6 +266,8 @@ def _holds(np_type, v: int) -> bool:
     (np.array([1, 2]), InvalidDTypeError, "dtype int64 for Tensor 'p_string:0'"),
     ([1, 2], InvalidDTypeError, "dtype int64 for Tensor 'p_string:0'"),
     (np.array([1, "a"], object), InvalidDTypeError, "Tensor 'p_string:0'"),
+    ([1, "a"], InvalidDTypeError, r"\[1, 'a'\] for Tensor 'p_string:0'.*strings only"),
+    ([[b"a"], [2.5]], InvalidDTypeError, "strings only"),  # numpy would make '2.5' of it
 ])
 def test_bad_string_feeds(feed_session, value, error, message):
     with pytest.raises(error, match=message):
