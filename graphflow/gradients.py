@@ -100,6 +100,7 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, stop_gradients: Any = None,
     stop_ops = {t.op for t in stops}
 
     root = Scope(graph).with_sub_scope(name)
+    first_new_op = len(graph.operations())  # ops from here on are this call's
     between = _ops_between(graph, [x.op for x in xs], [y.op for y in ys], stop_ops)
     _check_every_y_reaches_an_x(graph, ys, xs, between)
 
@@ -137,6 +138,7 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, stop_gradients: Any = None,
         _check_rule_result(op, in_grads)
         for i in wanted:
             if in_grads[i] is not None:
+                _refine_shape(in_grads[i], op.inputs[i], first_new_op)
                 pending[op.inputs[i]].append(in_grads[i])
     results = [total(x, root) if is_differentiable(x) else None for x in xs]
     return _per_x(root, targets, results)
@@ -296,6 +298,14 @@ def _check_rule_result(op: Operation, grads: Any) -> None:
         if isinstance(g, Output) and not g.shape.is_compatible_with(t.shape):
             raise InternalError(f"{where} returned a gradient of shape {g.shape} for input "
                                 f"{i} ('{t.name}', shape {t.shape})")
+
+
+def _refine_shape(grad, t: Output, first_new_op: int) -> None:
+    """The gradient of ``t`` has ``t``'s shape: the dims known of ``t`` become known of a
+    gradient this call built (TensorFlow's set_shape), e.g. [?, 3] where a run-time Slice
+    or ScatterNd inferred [?, ?]. Tensors from before the call (a fed grad_y) are left."""
+    if isinstance(grad, Output) and grad.op._id >= first_new_op:
+        grad.shape = grad.shape.merge_with(t.shape)
 
 
 def _tensors(value: Any, what: str, allow_empty: bool = False) -> list[Output]:

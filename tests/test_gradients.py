@@ -141,6 +141,26 @@ def test_static_shapes_and_dtypes_equal_the_inputs(scope):
     assert dx.shape.as_list() == [None, 3] and dw.shape.as_list() == [3]
 
 
+PARTIAL_SHAPE_OPS = {
+    "slice": lambda s, x: s.slice(x, [0, 1], [1, 2]),
+    "pad": lambda s, x: s.pad(x, [[1, 0], [0, 2]]),
+    "broadcast_to": lambda s, x: s.broadcast_to(s.slice(x, [0, 0], [1, 3]), [4, 2, 3]),
+    "tensor_scatter_update": lambda s, x: s.tensor_scatter_update(x, [[1]], [[5.0, 6.0, 7.0]]),
+    "tensor_scatter_max": lambda s, x: s.tensor_scatter_max(x, [[0]], [[5.0, 6.0, 7.0]]),
+    "scatter_nd": lambda s, x: s.scatter_nd([[1]], s.slice(x, [0, 0], [1, 3]), [2, 3]),
+}
+
+
+@pytest.mark.parametrize("op", sorted(PARTIAL_SHAPE_OPS))
+def test_gradients_keep_the_known_dims_of_a_partially_known_input(scope, op):
+    """TensorFlow's set_shape: a rule built from run-time shapes still gives [?, 3]."""
+    x = scope.placeholder(gf.float64, shape=[None, 3])
+    (dx,) = gf.gradients(PARTIAL_SHAPE_OPS[op](scope, x), [x])
+    assert dx.shape.as_list() == [None, 3]
+    with gf.Session(scope.graph) as sess:
+        assert sess.run(dx, {x: np.ones((2, 3))}).shape == (2, 3)
+
+
 def test_names_live_under_gradients_scopes(scope):
     x = scope.placeholder(gf.float64, shape=[2])
     y = scope.mul(x, x)
