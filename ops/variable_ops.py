@@ -55,11 +55,15 @@ def _handle_shape(ctx):
 
 @VarHandleOp.kernel("cpu")
 def _handle(ctx):
-    handle = ctx.cache.get("handle")
-    if handle is None:
-        handle = np.array((ctx.attrs["shared_name"] or ctx.node_name).encode(), dtype=object)
+    made = ctx.cache.get("handle")
+    if made is None:
+        name = ctx.attrs["shared_name"] or ctx.node_name
+        handle = np.array(name.encode(), dtype=object)
         handle.flags.writeable = False
-        ctx.cache["handle"] = handle
+        made = ctx.cache["handle"] = (handle, name, np.dtype(ctx.attrs["dtype"].as_numpy_dtype))
+    handle, name, dtype = made
+    if ctx.resources is not None:  # the variable's dtype, for kernels reached by any handle
+        ctx.resources.variable(name).declare(dtype)
     return handle
 
 
@@ -113,6 +117,7 @@ def _read(ctx, handle):
     state = _variable_of(ctx, handle)
     with state.lock:
         value = state.initialized_value()
+        state.check_dtype(np.dtype(ctx.attrs["dtype"].as_numpy_dtype), "read")
         out = ctx.empty(value.shape, value.dtype)
         np.copyto(out, value)
     return out
@@ -141,6 +146,7 @@ def _gather(ctx, handle, indices):
     state = _variable_of(ctx, handle)
     with state.lock:
         value = state.initialized_value()
+        state.check_dtype(np.dtype(ctx.attrs["dtype"].as_numpy_dtype), "read")
         if value.ndim < 1:
             raise InvalidArgumentError(f"params must be at least 1 dimensional, got shape "
                                        f"{debug_string(value.shape)}")
@@ -190,6 +196,7 @@ def _assign(ctx, handle, value):
     state = _variable_of(ctx, handle)
     fresh = np.array(value, copy=True, order="C")  # copied before the lock is taken
     with state.lock:
+        state.check_dtype(fresh.dtype, "assign")
         _check_same_shape(state, fresh)
         state.journal_all(in_place=False)
         state.value = fresh
@@ -200,6 +207,7 @@ def _assign_add(ctx, handle, value):
     state = _variable_of(ctx, handle)
     with state.lock:
         current = state.initialized_value()
+        state.check_dtype(value.dtype, "update")
         _check_same_shape(state, value)
         state.journal_all()
         np.add(current, value, out=current)
@@ -210,6 +218,7 @@ def _assign_sub(ctx, handle, value):
     state = _variable_of(ctx, handle)
     with state.lock:
         current = state.initialized_value()
+        state.check_dtype(value.dtype, "update")
         _check_same_shape(state, value)
         state.journal_all()
         np.subtract(current, value, out=current)
@@ -238,6 +247,7 @@ def _resource_scatter_op(name: str, op: str, types, doc: str):
         state = _variable_of(ctx, handle)
         with state.lock:
             value = state.initialized_value()
+            state.check_dtype(updates.dtype, "update")
 
             def check_shapes() -> None:
                 _check_ranks(indices, updates)

@@ -13,7 +13,12 @@ from typing import Iterator
 
 import numpy as np
 
-from graphflow.errors import FailedPreconditionError
+from graphflow.errors import FailedPreconditionError, InvalidArgumentError
+
+
+def _type_name(dtype: np.dtype) -> str:
+    from graphflow.dtypes import as_dtype
+    return as_dtype(dtype).name
 
 
 # -- undo journals --------------------------------------------------------------------------
@@ -101,14 +106,36 @@ def active_journal() -> Journal | None:
 
 
 class VariableState:
-    """One variable's value (None until initialized) and the lock that guards it."""
+    """One variable's value (None until initialized), its declared dtype (from the
+    VarHandleOp that names it) and the lock that guards it."""
 
-    __slots__ = ("name", "value", "lock")
+    __slots__ = ("name", "value", "lock", "dtype")
 
     def __init__(self, name: str):
         self.name = name
         self.value: np.ndarray | None = None
         self.lock = threading.RLock()
+        self.dtype: np.dtype | None = None
+
+    def declare(self, dtype: np.dtype) -> None:
+        """Record the dtype a VarHandleOp gives the variable; another one is an error
+        (TensorFlow's: one resource, one dtype)."""
+        if self.dtype is None:
+            self.dtype = dtype
+        elif self.dtype != dtype:
+            raise InvalidArgumentError(
+                f"Trying to access variable '{self.name}' as {_type_name(dtype)}: it was "
+                f"declared {_type_name(self.dtype)}")
+
+    def check_dtype(self, dtype: np.dtype, verb: str) -> None:
+        """That a kernel that ``verb``s the variable with values of ``dtype`` matches its
+        value's dtype (else the declared one). Call with ``lock`` held."""
+        held = self.value.dtype if self.value is not None else self.dtype
+        if held is not None and held != dtype:
+            expected, got = (dtype, held) if verb == "read" else (held, dtype)
+            raise InvalidArgumentError(
+                f"Trying to {verb} variable '{self.name}' with wrong dtype. Expected "
+                f"{_type_name(expected)} got {_type_name(got)}")
 
     def initialized_value(self) -> np.ndarray:
         """The value; FailedPreconditionError naming the variable if it has none yet.

@@ -375,3 +375,55 @@ def test_adagrad_ops_refuse_what_tensorflow_refuses_and_change_nothing(scope, ca
             sess.run(step, feed)
         assert np.array_equal(sess.run(var), var_value) and np.array_equal(sess.run(acc),
                                                                            acc_value)
+
+
+WRONG_DTYPE = [  # (what a kernel does through a handle that hides the variable's dtype, match)
+    ("read", lambda s, h: s.read_variable_op(h, dtype=gf.float32),
+     "read variable 'v' with wrong dtype. Expected float32 got float64"),
+    ("sparse_read", lambda s, h: s.resource_gather(h, [0], dtype=gf.int32),
+     "read variable 'v' with wrong dtype. Expected int32 got float64"),
+    ("assign", lambda s, h: s.assign_variable_op(h, np.ones((3, 2), np.float32)),
+     "assign variable 'v' with wrong dtype. Expected float64 got float32"),
+    ("assign_add", lambda s, h: s.assign_add_variable_op(h, np.ones((3, 2), np.int64)),
+     "update variable 'v' with wrong dtype. Expected float64 got int64"),
+    ("assign_sub", lambda s, h: s.assign_sub_variable_op(h, np.ones((3, 2), np.float16)),
+     "update variable 'v' with wrong dtype. Expected float64 got float16"),
+    ("scatter_nd_update", lambda s, h: s.resource_scatter_nd_update(h, [[0]], np.ones((1, 2), np.int8)),
+     "update variable 'v' with wrong dtype. Expected float64 got int8"),
+    ("scatter_nd_max", lambda s, h: s.resource_scatter_nd_max(h, [[0]], np.ones((1, 2), np.float32)),
+     "update variable 'v' with wrong dtype. Expected float64 got float32"),
+]
+
+
+@pytest.mark.parametrize("initialized", [True, False])
+@pytest.mark.parametrize("what, make, match", WRONG_DTYPE, ids=[c[0] for c in WRONG_DTYPE])
+def test_a_handle_that_hides_the_dtype_cannot_read_or_write_another(scope, what, make, match,
+                                                                    initialized):
+    """A handle not straight from its VarHandleOp (through Identity here) lets build-time
+    checks pass; the kernels check the variable's dtype (its value's, else the one its
+    VarHandleOp declared), as TensorFlow's, and write nothing."""
+    v = scope.variable(np.arange(6.0).reshape(3, 2), name="v")
+    step = make(scope, scope.identity(v.handle))
+    with gf.Session(scope.graph) as sess:
+        if initialized:
+            sess.run(v.initializer)
+        else:
+            sess.run(v.handle)  # the VarHandleOp ran: the dtype is declared, no value yet
+            if what != "assign":  # the others need a value first
+                match = "'v': it is uninitialized"
+        with pytest.raises(gf.errors.OpError, match=match):
+            sess.run(step)
+        if initialized:
+            np.testing.assert_array_equal(sess.run(v), np.arange(6.0).reshape(3, 2))
+        else:
+            assert sess.resources.variable("v").value is None
+
+
+def test_two_handles_of_one_variable_must_agree_on_its_dtype(scope):
+    a = scope.var_handle_op(dtype=gf.float32, shape=[2], shared_name="shared")
+    b = scope.var_handle_op(dtype=gf.int32, shape=[2], shared_name="shared")
+    with gf.Session(scope.graph) as sess:
+        sess.run(a)
+        with pytest.raises(gf.errors.InvalidArgumentError,
+                           match="access variable 'shared' as int32: it was declared float32"):
+            sess.run(b)
