@@ -93,6 +93,8 @@ def to_array(value: Any, dtype: DType | None = None) -> np.ndarray:
         raise ValueError("None values not supported.")
     if isinstance(value, (np.ndarray, np.generic)):
         arr = np.array(value, copy=True)
+        if not arr.dtype.isnative and arr.dtype.fields is None:  # '>i4': held as int32
+            arr = arr.astype(arr.dtype.newbyteorder("="))
         if arr.dtype.kind in "SUO" or (dtype is not None and dtype.is_string):
             arr = _string_array(arr)
         if dtype is not None and not dtype.is_string:

@@ -125,6 +125,8 @@ def as_dtype(value: Any) -> DType:
         raise TypeError(f"Cannot convert {value!r} to a graphflow dtype") from None
     if np_dtype.kind in "OSU":
         return string
+    if not np_dtype.isnative and np_dtype.fields is None:  # '>i4': int32, as in TensorFlow
+        np_dtype = np_dtype.newbyteorder("=")
     try:
         return _BY_NUMPY[np_dtype]
     except KeyError:

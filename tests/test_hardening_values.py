@@ -114,6 +114,20 @@ def test_exact_conversion_to_a_dtype(scope, run, value, dtype, expected):
     assert c.dtype is dtype and run(c).item() == expected
 
 
+@pytest.mark.parametrize("dtype", [d for d in ALL_DTYPES if not d.is_string and not d.is_bool
+                                   and d.as_numpy_dtype.itemsize > 1], ids=str)
+def test_non_native_byte_order_arrays_convert_as_their_dtype(scope, run, dtype):
+    """TensorFlow reads np.array(..., '>i4') as int32; graphflow refused it as a dtype
+    with no equivalent (as a constant or an op input), while feeding accepted it."""
+    native = np.array([1, 2, 3]).astype(dtype.as_numpy_dtype)
+    swapped = native.astype(native.dtype.newbyteorder())
+    assert gf.as_dtype(swapped.dtype) is dtype
+    for c in (scope.constant(swapped), scope.identity(swapped), scope.constant(swapped[0])):
+        got = run(c)
+        assert c.dtype is dtype and got.dtype == native.dtype and got.dtype.isnative
+        np.testing.assert_array_equal(got, native if got.ndim else native[0])
+
+
 def test_nested_list_holding_an_output_is_packed(scope, run):
     c = scope.constant(1)
     out = scope.scatter_nd([[c]], [5], [3])
