@@ -18,6 +18,7 @@ its name replaces the instance, which must never drop variables.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -63,6 +64,7 @@ class WorkerState:
         self._stages: dict[tuple[str, Any], _Stage] = {}  # by (StageSpec.key, config)
         self._journals: dict[str, Journal] = {}
         self._in_flight: dict[str, int] = {}
+        self._finishing: set[str] = set()  # runs whose commit or rollback task is here
         self._finished: dict[str, None] = {}  # runs taken back or committed: refuse late stages
         self._lock = threading.Condition()
 
@@ -115,17 +117,28 @@ class WorkerState:
                 del self._in_flight[run_id]
                 self._lock.notify_all()
 
-    def finish_requested(self, run_id: str) -> None:
+    def finish_arrived(self, run_id: str) -> None:
         """A commit or rollback of ``run_id`` reached this worker: refuse its late stages,
-        and leave its journal to that request."""
+        and leave its journal to that request while it is here."""
         with self._lock:
             self._mark_finished(run_id)
+            self._finishing.add(run_id)
+
+    def finish_gone(self, run_id: str) -> None:
+        """That request ran, or was cancelled before it ran."""
+        with self._lock:
+            self._finishing.discard(run_id)
+
+    def has_journal(self, run_id: str) -> bool:
+        with self._lock:
+            return run_id in self._journals
 
     def drop_orphan(self, run_id: str) -> None:
         """Forget the journal of a run whose client left before finishing it (see
-        OrphanJournals): its writes stay, as after a commit; late stages are refused."""
+        OrphanJournals), unless a stage or a commit or rollback of it is still here: its
+        writes stay, as after a commit; late stages are refused."""
         with self._lock:
-            if run_id in self._finished or run_id in self._in_flight:
+            if run_id in self._in_flight or run_id in self._finishing:
                 return
             self._mark_finished(run_id)
             if self._journals.pop(run_id, None) is None:
@@ -191,23 +204,35 @@ class GraphPlugin(WorkerPlugin):
 class OrphanJournals(WorkerPlugin):
     """Frees the journals of runs whose client left mid-run. A live client holds a
     run's stage futures until it has asked for the commit or rollback; the scheduler
-    releases a dead client's futures. So when a stage of a run with a journal is
-    forgotten here and no commit or rollback of the run reaches this worker within
-    ORPHAN_GRACE_S, the journal is dropped (WorkerState.drop_orphan)."""
+    releases a dead client's futures and cancels its commits. So when a stage of a run,
+    or its commit or rollback, is forgotten here, the journal is dropped
+    ORPHAN_GRACE_S later unless by then a stage, commit or rollback of the run is here
+    or the stage's result is still held elsewhere (WorkerState.drop_orphan)."""
 
     def setup(self, worker) -> None:
         self.worker = worker
 
     def transition(self, key, start: str, finish: str, **kwargs) -> None:
         parts = key.split("-") if isinstance(key, str) else ()
-        if len(parts) != 5 or parts[0] != "graphflow":
+        if len(parts) != 5 or parts[0] != "graphflow" or parts[1] == "pick":
             return
         run_id = f"{parts[2]}-{parts[3]}"
         state = worker_state(self.worker)
-        if parts[1] in ("commit", "rollback"):
-            state.finish_requested(run_id)
-        elif parts[1] == "stage" and finish == "forgotten":
-            self.worker.loop.call_later(ORPHAN_GRACE_S, state.drop_orphan, run_id)
+        if parts[1] != "stage" and finish != "forgotten":
+            state.finish_arrived(run_id)
+        elif finish == "forgotten":
+            if parts[1] != "stage":
+                state.finish_gone(run_id)
+            self.worker.loop.add_callback(self._drop_if_orphan, state, run_id,
+                                          key if parts[1] == "stage" else None)
+
+    async def _drop_if_orphan(self, state: WorkerState, run_id: str, stage: str | None) -> None:
+        await asyncio.sleep(ORPHAN_GRACE_S)
+        if not state.has_journal(run_id):
+            return
+        if stage is not None and (await self.worker.scheduler.who_has(keys=[stage])).get(stage):
+            return  # only this copy went (dask keeps one replica): the client still holds it
+        state.drop_orphan(run_id)
 
 
 # -- the functions the client submits --------------------------------------------------------
