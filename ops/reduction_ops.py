@@ -234,7 +234,11 @@ BroadcastGradientArgs = register_op(
 
 
 def broadcast_gradient_args(s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """TensorFlow's BCast reduction indices of two 1-D shape arrays (host numpy)."""
+    """TensorFlow's BCast reduction indices of two 1-D shape arrays (host numpy). Equal
+    shapes reduce nothing, also over dims of size 1 (BCast's fast path: [1] vs [1] gives
+    [] and [], not [0] and [0])."""
+    if np.array_equal(s0, s1):
+        return np.zeros(0, s0.dtype), np.zeros(0, s1.dtype)
     rank = max(s0.size, s1.size)
     a = np.concatenate([np.ones(rank - s0.size, s0.dtype), s0])
     b = np.concatenate([np.ones(rank - s1.size, s1.dtype), s1])

@@ -318,7 +318,8 @@ def test_broadcast_to_errors_at_run_time(scope, run, value, target, message):
 BGA_CASES = [([2, 3, 5], [3, 1], [], [0, 2]), ([2, 3], [2, 3], [], []),
              ([1, 1], [1], [0, 1], [0, 1]), ([], [2, 1], [0, 1], [1]),
              ([0, 3], [1, 3], [], [0]), ([0, 1], [1, 3], [1], [0]),
-             ([1, 3, 1], [1, 1, 1], [0, 2], [0, 1, 2]), ([1, 1, 4], [2, 3, 1], [0, 1], [2])]
+             ([1, 3, 1], [1, 1, 1], [0, 2], [0, 1, 2]), ([1, 1, 4], [2, 3, 1], [0, 1], [2]),
+             ([1], [1], [], []), ([1, 1, 1], [1, 1, 1], [], []), ([2, 1], [2, 1], [], [])]
 
 
 @pytest.mark.parametrize("kind", DEVICES)
@@ -336,7 +337,8 @@ def test_broadcast_gradient_args_as_tensorflow(kind, dtype, s0, s1, r0, r1):
        st.lists(st.booleans(), min_size=4, max_size=4), st.integers(0, 4), st.integers(0, 4))
 def test_broadcast_gradient_args_reduce_back_to_each_operand(out, ones0, ones1, drop0, drop1):
     """Summing a tensor of the broadcast shape over r_i (keeping dims) and dropping the
-    leading ones gives operand i's shape; every other dim is the operand's own."""
+    leading ones gives operand i's shape; every other dim is the operand's own. Equal
+    shapes reduce nothing (TensorFlow's BCast)."""
     s0 = [1 if o else d for d, o in zip(out, ones0)][min(drop0, len(out)):]
     s1 = [1 if o else d for d, o in zip(out, ones1)][min(drop1, len(out)):]
     scope = gf.Scope(gf.Graph())
@@ -346,7 +348,7 @@ def test_broadcast_gradient_args_reduce_back_to_each_operand(out, ones0, ones1, 
     full = np.broadcast_shapes(tuple(s0), tuple(s1))
     for shape, r in zip((s0, s1), got):
         padded = [1] * (len(full) - len(shape)) + shape
-        assert r.tolist() == [i for i, d in enumerate(padded) if d == 1]
+        assert r.tolist() == ([] if s0 == s1 else [i for i, d in enumerate(padded) if d == 1])
         reduced = np.sum(np.ones(full), axis=tuple(r.tolist()), keepdims=True)
         assert reduced.shape == tuple(padded)
 
