@@ -60,7 +60,7 @@ class ClusterSession:
         self.token = uuid.uuid4().hex[:12]
         self._runs = itertools.count()
         self.seen: dict[Task, str | None] = {}  # incarnation of each stateful task's worker
-        self._commits: set = set()  # commit futures not done yet
+        self._commits: dict = {}  # commit futures not done yet -> their worker
         self._commits_done = threading.Condition()
 
     def plan(self, fetches: Sequence, feeds: Sequence[Output]) -> "DistributedPlan":
@@ -73,26 +73,32 @@ class ClusterSession:
     def next_run(self) -> str:
         return f"{self.token}-{next(self._runs)}"
 
-    def hold_commits(self, futures: list) -> None:
+    def hold_commits(self, futures: list, workers: list[str]) -> None:
         """Keep a run's commit futures until their tasks ran. Not fire_and_forget: the
         scheduler handles its request apart from the submit (``update_graph`` is
         asynchronous there) and may find the task unknown yet, or already finished and
         then keep it forever (the 'lost computed tasks' at cluster close)."""
         with self._commits_done:
-            self._commits.update(futures)
+            self._commits.update(zip(futures, workers))
         for f in futures:
             f.add_done_callback(self._commit_done)
 
     def _commit_done(self, future) -> None:
         with self._commits_done:
-            self._commits.discard(future)
+            self._commits.pop(future, None)
             if not self._commits:
                 self._commits_done.notify_all()
 
     def close(self, timeout: float = 10.0) -> None:
-        """Wait (at most ``timeout`` seconds) for the commits of this Session's runs."""
+        """Wait (at most ``timeout`` seconds) for the commits of this Session's runs on
+        the workers that are still there."""
+        deadline = time.monotonic() + timeout
         with self._commits_done:
-            self._commits_done.wait_for(lambda: not self._commits, timeout)
+            while self._commits and time.monotonic() < deadline:
+                pending = set(self._commits.values())
+                if set(self.view.gone(pending)) == pending:
+                    return  # their workers left: nothing to commit there
+                self._commits_done.wait(_WATCH_S)
 
     def check_restarts(self, addresses: dict[Task, str], stateful: set[Task]) -> dict[Task, str]:
         """Expected incarnations of the stateful tasks' workers. A worker that changed since
@@ -328,7 +334,7 @@ class DistributedPlan:
             key=f"graphflow-{'commit' if commit else 'rollback'}-{run_id}-{k}")
             for k, w in enumerate(workers)]
         if commit:
-            self.session.hold_commits(futures)
+            self.session.hold_commits(futures, workers)
             return
         settled = _Settled(futures, stop_on_error=False)
         deadline = time.monotonic() + _ROLLBACK_TIMEOUT_S
