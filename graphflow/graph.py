@@ -12,6 +12,8 @@ import threading
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+import numpy as np
+
 from . import operators
 from .dtypes import DType
 from .errors import InvalidArgumentError, NotFoundError
@@ -167,7 +169,15 @@ class Operation:
         return self.op_def.name
 
     def output(self, index: int = 0) -> Output:
-        return self.outputs[index]
+        """Output ``index`` (negative counts from the end, as a list's index)."""
+        if not isinstance(index, (int, np.integer)) or isinstance(index, (bool, np.bool_)):
+            raise TypeError(f"An output index of '{self.name}' must be an int, got "
+                            f"{type(index).__name__} {index!r}")
+        n = len(self.outputs)
+        if not -n <= index < n:
+            raise NotFoundError(f"Operation '{self.name}' ({self.type}) has {n} outputs; there "
+                                f"is no output {index}")
+        return self.outputs[int(index)]
 
     def get_attr(self, name: str) -> Any:
         try:
@@ -200,6 +210,8 @@ class Graph:
     # -- naming ------------------------------------------------------------
     def unique_name(self, name: str) -> str:
         """Reserve and return ``name``, or ``name_1``, ``name_2``... if taken."""
+        if not isinstance(name, str):
+            raise TypeError(f"A node name must be a string, got {type(name).__name__} {name!r}")
         if not _VALID_OP_NAME.match(name):
             raise InvalidArgumentError(f"'{name}' is not a valid node name")
         with self._lock:
@@ -231,6 +243,10 @@ class Graph:
             return list(self._ops)
 
     def operation(self, name: str) -> Operation:
+        """The Operation called ``name``."""
+        if not isinstance(name, str):
+            raise TypeError(f"An operation name must be a string, got {type(name).__name__} "
+                            f"{name!r}")
         try:
             return self._by_name[name]
         except KeyError:

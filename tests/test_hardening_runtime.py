@@ -24,7 +24,7 @@ from hypothesis.extra import numpy as hnp
 
 import graphflow as gf
 from graphflow.errors import (FailedPreconditionError, InternalError, InvalidDTypeError,
-                              ResourceExhaustedError)
+                              NotFoundError, ResourceExhaustedError)
 from graphflow.ops import DynamicPartition, ScatterNd
 from graphflow.runtime.feeds import feed_array
 
@@ -390,6 +390,20 @@ BAD_CALLS = {
     "with_control_dependencies([5])": (
         lambda g, s, x, y, sess: s.with_control_dependencies([5]), TypeError,
         "Control dependency 5 must be an Operation or an Output"),
+    "op.output(1)": (lambda g, s, x, y, sess: y.op.output(1), NotFoundError,
+                     r"Operation 'y' \(Add\) has 1 outputs; there is no output 1"),
+    "op.output(-2)": (lambda g, s, x, y, sess: y.op.output(-2), NotFoundError, "no output -2"),
+    "op.output(2**70)": (lambda g, s, x, y, sess: y.op.output(2 ** 70), NotFoundError,
+                         "no output"),
+    "op.output('0')": (lambda g, s, x, y, sess: y.op.output("0"), TypeError,
+                       "output index of 'y' must be an int, got str"),
+    "op.output(True)": (lambda g, s, x, y, sess: y.op.output(True), TypeError, "got bool"),
+    "graph.operation(5)": (lambda g, s, x, y, sess: g.operation(5), TypeError,
+                           "operation name must be a string, got int 5"),
+    "graph.operation(['y'])": (lambda g, s, x, y, sess: g.operation(["y"]), TypeError,
+                               "got list"),
+    "graph.unique_name(None)": (lambda g, s, x, y, sess: g.unique_name(None), TypeError,
+                                "node name must be a string, got NoneType"),
 }
 
 
