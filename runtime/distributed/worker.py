@@ -249,7 +249,11 @@ def run_stage(spec: StageSpec, config, run_id: str, incarnation: str | None, tra
             f"(gf.global_variables_initializer) or restore a checkpoint", detail="restarted")
     values = [args[a] if j < 0 else args[a][0][j] for a, j in spec.sources]
     metadata = RunMetadata() if trace else None
-    journal = state.begin(run_id, spec.writes)
+    try:
+        journal = state.begin(run_id, spec.writes)
+    except CancelledError:  # a stage of a run taken back already: expected, not a fault
+        _quiet_failure()
+        raise
     compiled = None
     try:
         compiled = state.stage(spec, config)
