@@ -38,7 +38,10 @@ class Variable:
     @classmethod
     def create(cls, scope, initial_value: Any, name: str | None = None,
                dtype: DType | str | None = None) -> "Variable":
-        """Build the variable's nodes in ``scope`` (see ``Scope.variable``)."""
+        """Build the variable's nodes in ``scope`` (see ``Scope.variable``), without the
+        scope's control dependencies (TF 1.x's init_scope): a variable's handle, reads
+        and initializer must not rerun what the scope waits on at every use."""
+        scope = scope._replace(_control=())
         what = f"Variable '{name or 'Variable'}'"
         value = as_operand(initial_value)
         if value is None:

@@ -202,6 +202,19 @@ def test_a_variable_read_under_control_dependencies_sees_the_update(scope, optim
         np.testing.assert_array_equal(sess.run(grad), [2, 2, 2])
 
 
+def test_a_variable_built_under_control_dependencies_does_not_take_them(scope):
+    """As TF 1.x's init_scope: the handle, initializer and read of a variable created in
+    a scope with control dependencies do not wait on (and rerun) them at every use."""
+    counter = scope.variable(np.int64(0), name="counter")
+    bump = counter.assign_add(np.int64(1), read_value=False)
+    v = scope.with_control_dependencies([bump]).variable(np.arange(3.0), name="v")
+    assert all(not op.control_inputs for op in (v.handle.op, v.initializer, v.read().op))
+    with session_with(scope.graph) as sess:
+        for fetch in (v, v.sparse_read([0]), v.assign_add(np.ones(3))):
+            sess.run(fetch)
+        assert sess.run(counter) == 0
+
+
 def test_stateful_ops_are_never_folded_or_pruned(scope):
     v = scope.variable(np.zeros(2))
     bump = v.assign_add(scope.constant([1.0, 1.0], dtype=gf.float64), read_value=False)
