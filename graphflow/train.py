@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from .errors import InvalidArgumentError
 from .graph import Operation, Output
 from .gradients import gradients, is_differentiable
@@ -79,17 +81,44 @@ class Optimizer:
         raise NotImplementedError
 
 
-class GradientDescentOptimizer(Optimizer):
-    """var -= learning_rate * gradient; sparse gradients touch only their rows."""
+def _learning_rate(value: Any, what: str = "learning_rate") -> "float | Output":
+    """A number (a float) or a scalar real Output (a placeholder, a schedule), as TF 1.x
+    optimizers take."""
+    from .builder import as_operand
+    out = as_operand(value)
+    if out is not None:
+        if not (out.dtype.is_floating or out.dtype.is_integer) or out.dtype.is_bool:
+            raise TypeError(f"{what} must be a real number, got {out.name} of dtype "
+                            f"{out.dtype.name}")
+        if not out.shape.is_compatible_with([]):
+            raise InvalidArgumentError(f"{what} must be a scalar, got {out.name} of shape "
+                                       f"{out.shape}")
+        return out
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{what} must be a number or a scalar Output, got {value!r}")
+    return float(value)
 
-    def __init__(self, learning_rate: float, name: str = "GradientDescent"):
+
+def _rate_for(scope: Scope, rate: "float | Output", var: Variable) -> Output:
+    """The learning rate as a scalar of ``var``'s dtype."""
+    if isinstance(rate, Output):
+        if rate.graph is not var.graph:
+            raise InvalidArgumentError(f"learning_rate {rate.name} is from another graph than "
+                                       f"variable '{var.name}'")
+        return rate if rate.dtype == var.dtype else scope.cast(rate, var.dtype)
+    return scope.constant(rate, dtype=var.dtype, name="learning_rate")
+
+
+class GradientDescentOptimizer(Optimizer):
+    """var -= learning_rate * gradient; sparse gradients touch only their rows.
+    ``learning_rate`` is a number or a scalar Output (fed, or a schedule)."""
+
+    def __init__(self, learning_rate: "float | Output", name: str = "GradientDescent"):
         super().__init__(name)
-        if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)):
-            raise TypeError(f"learning_rate must be a number, got {learning_rate!r}")
-        self.learning_rate = float(learning_rate)
+        self.learning_rate = _learning_rate(learning_rate)
 
     def _rate(self, scope: Scope, var: Variable) -> Output:
-        return scope.constant(self.learning_rate, dtype=var.dtype, name="learning_rate")
+        return _rate_for(scope, self.learning_rate, var)
 
     def _apply_dense(self, scope, grad, var):
         step = scope.mul(self._rate(scope, var), grad)
@@ -110,18 +139,17 @@ class AdagradOptimizer(Optimizer):
     first, as TensorFlow's sparse Adagrad.
     """
 
-    def __init__(self, learning_rate: float, initial_accumulator_value: float = 0.1,
+    def __init__(self, learning_rate: "float | Output", initial_accumulator_value: float = 0.1,
                  name: str = "Adagrad"):
         super().__init__(name)
-        for what, value in (("learning_rate", learning_rate),
-                            ("initial_accumulator_value", initial_accumulator_value)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"{what} must be a number, got {value!r}")
-        if initial_accumulator_value <= 0:
+        self.learning_rate = _learning_rate(learning_rate)
+        start = _learning_rate(initial_accumulator_value, "initial_accumulator_value")
+        if isinstance(start, Output):
+            raise TypeError("initial_accumulator_value must be a number")
+        if not start > 0:
             raise InvalidArgumentError(f"initial_accumulator_value must be positive, got "
                                        f"{initial_accumulator_value}")
-        self.learning_rate = float(learning_rate)
-        self.initial_accumulator_value = float(initial_accumulator_value)
+        self.initial_accumulator_value = start
         self.slots: dict[str, Variable] = {}
 
     def _accumulator(self, var: Variable) -> Variable:
@@ -134,7 +162,7 @@ class AdagradOptimizer(Optimizer):
         return slot
 
     def _rate(self, scope: Scope, var: Variable) -> Output:
-        return scope.constant(self.learning_rate, dtype=var.dtype, name="learning_rate")
+        return _rate_for(scope, self.learning_rate, var)
 
     def _apply_dense(self, scope, grad, var):
         return scope.resource_apply_adagrad(var.handle, self._accumulator(var).handle,

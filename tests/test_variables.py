@@ -440,3 +440,39 @@ def test_two_handles_of_one_variable_must_agree_on_its_dtype(scope):
         with pytest.raises(gf.errors.InvalidArgumentError,
                            match="access variable 'shared' as int32: it was declared float32"):
             sess.run(b)
+
+
+@pytest.mark.parametrize("optimizer", [gf.train.GradientDescentOptimizer, gf.train.AdagradOptimizer])
+def test_a_learning_rate_can_be_a_scalar_output(optimizer):
+    """As TF 1.x: a fed (or computed) learning rate, cast to each variable's dtype, gives
+    the same steps as the same number; 0 changes nothing; a non-scalar or non-real one is
+    refused when the optimizer is made."""
+    def model():
+        scope = gf.Scope(gf.Graph())
+        table = scope.variable(np.linspace(-1, 1, 8, dtype=np.float32).reshape(4, 2), name="t")
+        bias = scope.variable(np.array([0.5, -2.0]), name="b")  # float64
+        rows = table.sparse_read([0, 0, 3])
+        loss = scope.add(scope.cast(scope.reduce_sum(scope.mul(rows, rows)), gf.float64),
+                         scope.reduce_sum(scope.mul(bias, bias)))
+        return scope, table, bias, loss
+    scope, table, bias, loss = model()
+    rate = scope.placeholder(gf.float64, shape=[], name="rate")
+    step = optimizer(rate).minimize(loss)
+    ref_scope, ref_table, ref_bias, ref_loss = model()
+    ref_step = optimizer(0.1).minimize(ref_loss)
+    with session_with(scope.graph) as sess, session_with(ref_scope.graph) as ref:
+        for _ in range(3):
+            sess.run(step, {rate: 0.1})
+            ref.run(ref_step)
+        got, expected = sess.run([table, bias]), ref.run([ref_table, ref_bias])
+        for a, b in zip(got, expected):
+            np.testing.assert_array_equal(a, b)
+        sess.run(step, {rate: 0.0})
+        for a, b in zip(sess.run([table, bias]), expected):
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(gf.errors.InvalidArgumentError, match="must be a scalar"):
+        optimizer(scope.placeholder(gf.float32, shape=[2]))
+    with pytest.raises(TypeError, match="real number"):
+        optimizer(scope.constant("fast"))
+    with pytest.raises(TypeError, match="number"):
+        optimizer(True)
