@@ -244,10 +244,45 @@ def _typed(value: Any) -> bool:
     return isinstance(value, (np.ndarray, np.generic)) and value.size > 0
 
 
+#: numpy's most dims: a list nested deeper never becomes a tensor.
+MAX_NESTING = 64
+
+
 def holds_output(value: Any) -> bool:
-    """Whether a (nested) list or tuple holds an Operand somewhere."""
-    return isinstance(value, (list, tuple)) and any(
-        as_operand(v) is not None or holds_output(v) for v in value)
+    """Whether a (nested) list or tuple holds an Operand somewhere. A walk with a
+    stack, each list once: a list nested 5000 deep, or holding itself, is no
+    RecursionError and no endless loop."""
+    if not isinstance(value, (list, tuple)):
+        return False
+    seen, stack = set(), [value]
+    while stack:
+        items = stack.pop()
+        if id(items) in seen:
+            continue
+        seen.add(id(items))
+        for v in items:
+            if isinstance(v, (list, tuple)):
+                stack.append(v)
+            elif as_operand(v) is not None:
+                return True
+    return False
+
+
+def check_nesting(value: list | tuple) -> None:
+    """A ValueError (numpy's) if ``value`` nests lists deeper than ``MAX_NESTING``
+    levels, or holds itself; what walks it recursively then stays shallow."""
+    deepest: dict[int, int] = {}
+    stack = [(value, 1)]
+    while stack:
+        items, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise ValueError(f"A list nested more than {MAX_NESTING} levels deep (or holding "
+                             f"itself) cannot become a tensor: a tensor has at most "
+                             f"{MAX_NESTING} dims here")
+        if deepest.get(id(items), 0) >= depth:
+            continue
+        deepest[id(items)] = depth
+        stack.extend((v, depth + 1) for v in items if isinstance(v, (list, tuple)))
 
 
 def pack_nested(scope: "Scope", value: list | tuple, dtype: DType | None, name: str) -> Output:
@@ -256,6 +291,7 @@ def pack_nested(scope: "Scope", value: list | tuple, dtype: DType | None, name: 
     becoming Consts of the dtype; the dtype is ``dtype``, else the first Output's. An
     Output of another dtype is cast when ``dtype`` was asked for and differs from the
     first Output's (TensorFlow casts then), else a TypeError."""
+    check_nesting(value)
     inferred = _first_output_dtype(value)
     cast = dtype is not None and dtype != inferred
     bare = type(scope)(scope.graph, _device=scope.device)

@@ -11,7 +11,7 @@ import numpy as np
 from .dtypes import DType
 from .errors import InvalidArgumentError
 from .kernel_context import KernelContext
-from .shapes import TensorShape
+from .shapes import MAX_RANK, TensorShape
 
 if TYPE_CHECKING:  # pragma: no cover
     from .graph import Output
@@ -226,10 +226,6 @@ def shape_from_tensor(output: "Output") -> TensorShape:
     if output.shape.rank == 1 and output.shape[0] is not None:
         return TensorShape.unknown(_check_rank(output.shape[0]))
     return TensorShape(None)
-
-
-#: TensorFlow's TensorShape::MaxDimensions: no tensor has more dims.
-MAX_RANK = 254
 
 
 def _check_rank(rank: int) -> int:

@@ -191,11 +191,18 @@ class TensorShape:
 #: The most elements a tensor may have: TensorFlow counts them in an int64.
 MAX_ELEMENTS = 2 ** 63 - 1
 
+#: TensorFlow's TensorShape::MaxDimensions: no tensor has more dims.
+MAX_RANK = 254
+
 
 def check_not_too_large(shape: TensorShape) -> TensorShape:
     """``shape``, or an InvalidArgumentError if TensorFlow rejects it as too large: its dims,
     multiplied in order up to the first unknown one, pass int64 (TensorFlow's running
-    count, so [2**62, 4, 0] is too large while [0, 2**62, 4] and [2**62, None, 4] are not)."""
+    count, so [2**62, 4, 0] is too large while [0, 2**62, 4] and [2**62, None, 4] are not),
+    or it has more than ``MAX_RANK`` dims."""
+    if shape.rank is not None and shape.rank > MAX_RANK:
+        raise InvalidArgumentError(f"Shape of rank {shape.rank} has too many dimensions (a "
+                                   f"shape has at most {MAX_RANK})")
     count = 1
     for d in shape.dims or ():
         if d is None:

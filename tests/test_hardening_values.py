@@ -158,6 +158,38 @@ def test_nested_pack_rejects_what_does_not_convert(scope, make):
         scope.identity(make(scope, c))
 
 
+def _nested(depth, leaf):
+    for _ in range(depth):
+        leaf = [leaf]
+    return leaf
+
+
+def _holding_itself(c):
+    loop = [1.0]
+    loop.append(loop)
+    return [c, loop]
+
+
+@pytest.mark.parametrize("make", [
+    lambda c: _nested(5000, 1.0), lambda c: [c, _nested(5000, 1.0)],
+    lambda c: [_nested(5000, 1.0), c], lambda c: _nested(65, c), _holding_itself,
+    lambda c: _holding_itself(c)[::-1],
+], ids=["deep", "output, then deep", "deep, then output", "output 65 deep", "cycle",
+        "cycle first"])
+def test_lists_too_deep_to_be_a_tensor_are_a_clean_error(scope, make):
+    """The search for Outputs in nested lists recursed: a RecursionError (or, for a
+    list holding itself, one after a long walk)."""
+    with pytest.raises(InvalidArgumentError, match="nested more than 64 levels|dimension of 64"):
+        scope.add(make(scope.constant(1.0)), 1.0)
+
+
+def test_a_list_shared_by_several_rows_still_packs(scope, run):
+    c = scope.constant(2.0)
+    row = [1.0, c]
+    np.testing.assert_array_equal(run(scope.identity([row] * 3)), [[1.0, 2.0]] * 3)
+    assert run(scope.identity(_nested(64, c))).shape == (1,) * 64
+
+
 def test_nested_pack_casts_to_a_dtype_bound_elsewhere(scope, run):
     # TF 2.21: tf.add(tf.constant([1.5]), [c]) casts c to float32 before packing: [2.5]
     c = scope.constant(1)
@@ -404,6 +436,31 @@ def test_any_op_whose_output_is_too_large_is_rejected(scope):
         scope.fill([2 ** 40, 2 ** 40], 1)  # TF 2.21 builds it and fails when it runs
     with pytest.raises(InvalidArgumentError, match="is too large"):
         scope.reshape(scope.placeholder(gf.int8), [2 ** 62, 4])
+
+
+@pytest.mark.parametrize("make", [
+    lambda s, dims: s.placeholder(gf.float32, shape=dims),
+    lambda s, dims: s.placeholder(gf.float32, shape=[None] * len(dims)),
+    lambda s, dims: s.constant(1.0, shape=dims),
+    lambda s, dims: s.fill(dims, 1.0),
+    lambda s, dims: gf.import_graph_def(_placeholder_def(dims), s),
+], ids=["placeholder", "unknown dims", "constant", "fill", "GraphDef"])
+def test_shapes_of_more_than_254_dims_are_rejected_at_build_time(scope, make):
+    """TensorFlow's TensorShape::MaxDimensions; a placeholder of 10**5 dims was built
+    (while Fill and Reshape already refused 255)."""
+    assert make(scope, [1] * 64) is not None  # (numpy's most; a placeholder may have 254)
+    for rank in (255, 10 ** 5):
+        with pytest.raises(InvalidArgumentError, match=f"rank {rank} has too many dimensions|"
+                                                       f"at most 254 dims"):
+            make(scope, [1] * rank)
+
+
+def _placeholder_def(dims):
+    g = gf.Graph()
+    gf.Scope(g).placeholder(gf.float32, shape=[1], name="p")
+    graph_def = g.as_graph_def()
+    graph_def["nodes"][0]["attrs"]["shape"]["shape"] = list(dims)
+    return graph_def
 
 
 @pytest.mark.parametrize("start, limit, delta, message", [
