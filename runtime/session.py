@@ -103,6 +103,10 @@ class SessionStats:
         return self.forwarded_buffers.value
 
 
+#: How deep a fetch structure may nest (its walks recurse).
+MAX_FETCH_NESTING = 100
+
+
 class _Fetches:
     """Flattens a nested structure of fetches and rebuilds results in its shape."""
 
@@ -110,13 +114,18 @@ class _Fetches:
         self.flat: list[Output | Operation] = []
         self._structure = self._flatten(graph, fetches)
 
-    def _flatten(self, graph: Graph, f: Any):
+    def _flatten(self, graph: Graph, f: Any, depth: int = 0):
+        if isinstance(f, (dict, list, tuple)) and depth >= MAX_FETCH_NESTING:
+            raise InvalidArgumentError(  # not a RecursionError, also for a list holding itself
+                f"Fetch argument nests lists, tuples or dicts more than {MAX_FETCH_NESTING} "
+                f"levels deep (or holds itself)")
         if isinstance(f, dict):
-            return ("dict", type(f), [(k, self._flatten(graph, v)) for k, v in f.items()])
+            return ("dict", type(f),
+                    [(k, self._flatten(graph, v, depth + 1)) for k, v in f.items()])
         if isinstance(f, tuple) and hasattr(f, "_fields"):
-            return ("namedtuple", type(f), [self._flatten(graph, v) for v in f])
+            return ("namedtuple", type(f), [self._flatten(graph, v, depth + 1) for v in f])
         if isinstance(f, (list, tuple)):
-            return ("seq", type(f), [self._flatten(graph, v) for v in f])
+            return ("seq", type(f), [self._flatten(graph, v, depth + 1) for v in f])
         self.flat.append(_as_fetch(graph, f))
         return ("leaf", len(self.flat) - 1)
 

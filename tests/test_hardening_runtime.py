@@ -404,7 +404,38 @@ BAD_CALLS = {
                                "got list"),
     "graph.unique_name(None)": (lambda g, s, x, y, sess: g.unique_name(None), TypeError,
                                 "node name must be a string, got NoneType"),
+    "run(fetch nested 5000 deep)": (lambda g, s, x, y, sess: sess.run(_nested(5000, y)),
+                                    ValueError, "more than 100 levels deep"),
+    "run(fetch holding itself)": (lambda g, s, x, y, sess: sess.run(_holding_itself(y)),
+                                  ValueError, r"more than 100 levels deep \(or holds itself\)"),
+    "make_callable(dict holding itself)": (
+        lambda g, s, x, y, sess: sess.make_callable(_holding_itself({"y": y})), ValueError,
+        "or holds itself"),
 }
+
+
+def _nested(depth, leaf):
+    for _ in range(depth):
+        leaf = [leaf]
+    return leaf
+
+
+def _holding_itself(leaf):
+    if isinstance(leaf, dict):
+        leaf["self"] = leaf
+        return leaf
+    loop = [leaf]
+    loop.append(loop)
+    return loop
+
+
+def test_a_fetch_nested_100_deep_still_runs():
+    g, s, x, y = _graph()
+    with gf.Session(g) as sess:
+        got = sess.run(_nested(100, y), {x: [1.0, 2.0]})
+    for _ in range(100):
+        (got,) = got
+    assert got.tolist() == [2.0, 3.0]
 
 
 @pytest.mark.parametrize("name", BAD_CALLS)
