@@ -9,7 +9,7 @@ steps), plots the loss curve to a PNG when matplotlib is installed, then saves
 the trained table to a checkpoint and restores it into a fresh Session.
 
     python examples/train_embedding.py [--rows 10000] [--dim 16] [--steps 200]
-                                       [--plot train_embedding_loss.png]
+                                       [--plot loss.png]
 """
 import argparse
 import os
@@ -39,8 +39,9 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=16)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--plot", default="train_embedding_loss.png",
-                        help="PNG of the loss curve (needs matplotlib; '' for none)")
+    parser.add_argument("--plot", default=None,
+                        help="PNG of the loss curve (needs matplotlib; default: next to the "
+                             "checkpoint; '' for none)")
     args = parser.parse_args()
 
     g = gf.Graph()
@@ -70,14 +71,14 @@ def main() -> None:
         print(f"loss down {losses[0] / losses[-1]:.0f}x in {args.steps} steps")
         print(f"rows never looked up unchanged: {bool(np.array_equal(after[cold], before[cold]))}")
 
-        folder = tempfile.TemporaryDirectory()
-        path = os.path.join(folder.name, "embedding.ckpt")
-        gf.train.Saver().save(sess, path)
-    with folder, gf.Session(g) as fresh:                           # initializers never run
+        folder = tempfile.mkdtemp(prefix="train_embedding-")  # kept: the outputs stay there
+        path = gf.train.Saver().save(sess, os.path.join(folder, "embedding.ckpt"))
+        print(f"checkpoint: {path}")
+    with gf.Session(g) as fresh:                                   # initializers never run
         gf.train.Saver().restore(fresh, path)
         print(f"restored from checkpoint: {bool(np.array_equal(fresh.run(table), after))}")
-    if args.plot:
-        plot(losses, args.plot)
+    if args.plot != "":
+        plot(losses, args.plot or os.path.join(folder, "loss.png"))
 
 
 def plot(losses: list, path: str) -> None:
