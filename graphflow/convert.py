@@ -8,12 +8,14 @@ or a TypeError (1.5 and 1.0 are not int32s)."""
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
 
 from . import dtypes
 from .dtypes import DType
+from .errors import ResourceExhaustedError
 from .shapes import TensorShape, check_not_too_large
 
 _INT32 = np.iinfo(np.int32)
@@ -192,13 +194,33 @@ def with_shape(array: np.ndarray, shape: Any) -> np.ndarray:
     if array.shape == tuple(dims):
         return array
     if array.shape in ((), (1,)):
-        out = np.array(np.broadcast_to(array.reshape(()), dims))
+        out = _filled(array.reshape(()), dims)
     elif array.size == math.prod(dims):
         out = array.reshape(dims)
     else:
         raise TypeError(f"Expected Tensor's shape: {tuple(dims)}, but got {array.shape}.")
     out.flags.writeable = False
     return out
+
+
+def _filled(scalar: np.ndarray, dims: list[int]) -> np.ndarray:
+    """``scalar`` broadcast to ``dims``, allocated; a ResourceExhaustedError (not numpy's
+    MemoryError, nor a process killed for memory) when it cannot be: past the machine's
+    memory, checked before anything is allocated."""
+    n = math.prod(dims)
+    nbytes = n * (8 if scalar.dtype.kind == "O" else scalar.dtype.itemsize)
+    try:
+        available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        available = None
+    refusal = (f"OOM when allocating a constant with {n} elements of type "
+               f"{dtypes.as_dtype(scalar.dtype).name} ({nbytes} bytes)")
+    if available is not None and nbytes > available:
+        raise ResourceExhaustedError(f"{refusal}: more than the machine's {available} bytes")
+    try:
+        return np.array(np.broadcast_to(scalar, dims))
+    except MemoryError:
+        raise ResourceExhaustedError(refusal) from None
 
 
 def inferred_dtype(value: Any) -> DType:

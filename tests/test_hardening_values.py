@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import graphflow as gf
-from graphflow.errors import InvalidArgumentError, UnimplementedError
+from graphflow.errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError
 from graphflow.shapes import TensorShape
 
 from gpu_devices import GPU_KINDS, gpu_session_devices
@@ -263,6 +263,15 @@ def test_constant_with_shape_broadcasts_or_reshapes(scope, run, value, shape, ex
 ])
 def test_constant_with_a_shape_it_cannot_fill_is_a_type_error(scope, value, shape, message):
     with pytest.raises(TypeError, match=message):
+        scope.constant(value, shape=shape)
+
+
+@pytest.mark.parametrize("value, shape", [(1, [10 ** 11]), (1.0, [2 ** 40, 2 ** 20]),
+                                          ("a", [2 ** 40]), ([7], [2 ** 62])])
+def test_a_constant_broadcast_past_the_machine_memory_is_refused_first(scope, value, shape):
+    """numpy's bare MemoryError before (or the process killed, for a size the kernel
+    overcommits): checked before anything is allocated."""
+    with pytest.raises(ResourceExhaustedError, match="OOM when allocating a constant"):
         scope.constant(value, shape=shape)
 
 
