@@ -293,6 +293,60 @@ def test_journal_of_a_run_whose_client_left_is_freed(scope, dask_client, monkeyp
         np.testing.assert_array_equal(sess.run(v.read()), [1, 1])  # its writes stay
 
 
+def _set_replace_wait(seconds):
+    from graphflow.runtime.distributed import worker
+    before, worker._REPLACE_S = worker._REPLACE_S, seconds
+    return before
+
+
+def _graphs_held(dask_worker):
+    from graphflow.runtime.distributed.worker import worker_state
+    return sorted(worker_state(dask_worker)._graph_texts)
+
+
+def _poll(check, tries=100):
+    for _ in range(tries):
+        if check():
+            return True
+        time.sleep(0.02)
+    return check()
+
+
+def test_a_graph_let_go_leaves_the_scheduler_and_the_workers(cluster, dask_client):
+    """A graph's plugin (its GraphDef) goes from the scheduler and the workers, with its
+    compiled stages, once the client's Graph is garbage; a graph that grew keeps its
+    new version past the old one's teardown."""
+    import gc
+
+    from graphflow.runtime.distributed.cluster import graph_id
+    before = dask_client.run(_set_replace_wait, 0.05)
+    try:
+        kept = gf.Scope(gf.Graph())
+        y = kept.with_device(W1).neg(np.float32(2), name="y")
+        gone = gf.Scope(gf.Graph())
+        z = gone.with_device(W1).neg(np.float32(3), name="z")
+        with gf.Session(kept.graph, cluster) as a, gf.Session(gone.graph, cluster) as b:
+            assert a.run(y) == -2 and b.run(z) == -3
+            w = kept.with_device(W0).mul(y, y, name="w")  # kept grows: a new version
+            assert a.run(w) == 4
+        key, gone_key = graph_id(kept.graph), graph_id(gone.graph)
+        del gone, z, b
+        gc.collect()
+
+        def plugins():
+            return dask_client.run_on_scheduler(
+                lambda dask_scheduler: sorted(dask_scheduler.worker_plugins))
+        assert _poll(lambda: f"graphflow-{gone_key}" not in plugins())
+        assert _poll(lambda: all(gone_key not in held
+                                 for held in dask_client.run(_graphs_held).values()))
+        time.sleep(0.1)  # past the old version's teardown
+        assert f"graphflow-{key}" in plugins()
+        with gf.Session(kept.graph, cluster) as a:
+            assert a.run(w) == 4
+    finally:
+        dask_client.run(_set_replace_wait, next(iter(before.values())))
+
+
 def test_a_graph_that_grows_between_runs(scope, cluster):
     """The workers get the new version of the graph; plans of the old one keep working."""
     x = scope.placeholder(gf.float32, shape=[2], name="x")

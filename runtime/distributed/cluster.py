@@ -177,13 +177,36 @@ class ClusterView:
             if self._graphs.get(key, -1) >= version:
                 return key, version
         text = json.dumps(graph.as_graph_def(), separators=(",", ":"))
-        from .worker import GraphPlugin, OrphanJournals
+        from .worker import GraphPlugin, OrphanJournals, plugin_name
         if not self._graphs:
             self.client.register_plugin(OrphanJournals(), name="graphflow-orphan-journals")
-        self.client.register_plugin(GraphPlugin(key, version, text), name=f"graphflow-{key}")
+        self.client.register_plugin(GraphPlugin(key, version, text), name=plugin_name(key))
         with self._lock:
+            if key not in self._graphs:
+                weakref.finalize(graph, _unship, weakref.ref(self), key, plugin_name(key))
             self._graphs[key] = max(version, self._graphs.get(key, -1))
         return key, version
+
+
+def _unship(view_ref, key: str, name: str) -> None:
+    """``graph`` is gone in this process: its plugin leaves the scheduler and the workers
+    (without blocking: this runs wherever the garbage collector does)."""
+    view = view_ref()
+    if view is None or view.client.status != "running":
+        return
+    with view._lock:
+        view._graphs.pop(key, None)
+    try:
+        view.client.loop.add_callback(_unregister, view.client, name)
+    except RuntimeError:  # pragma: no cover - the client's loop closed meanwhile
+        pass
+
+
+async def _unregister(client, name: str) -> None:
+    try:
+        await client._unregister_worker_plugin(name, nanny=False)
+    except Exception:  # noqa: BLE001 - already gone (another client of the cluster let it go)
+        pass
 
 
 def describe(tasks: dict[Task, str]) -> str:

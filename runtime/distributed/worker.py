@@ -50,6 +50,7 @@ class _Stage:
         self.plan = Plan(graph, fetches, feeds, list_devices(), config, ForwardCounter(),
                          resources)
         self.num_outputs = len(spec.outputs)
+        self.graph_key = spec.graph_key
 
 
 class WorkerState:
@@ -74,6 +75,14 @@ class WorkerState:
             if self._graph_texts.get(key, (-1, ""))[0] < version:
                 self._graph_texts[key] = (version, text)
                 self._graphs.pop(key, None)
+
+    def drop_graph(self, key: str) -> None:
+        """Forget a graph whose client let it go, and its compiled stages."""
+        with self._lock:
+            self._graph_texts.pop(key, None)
+            self._graphs.pop(key, None)
+            for k in [k for k, s in self._stages.items() if s.graph_key == key]:
+                del self._stages[k]
 
     def stage(self, spec: StageSpec, config) -> _Stage:
         """``spec`` compiled under ``config`` (Sessions of one graph may differ in it: a
@@ -199,6 +208,24 @@ class GraphPlugin(WorkerPlugin):
 
     def setup(self, worker) -> None:
         worker_state(worker).add_graph(self.key, self.version, self.text)
+
+    def teardown(self, worker) -> None:
+        """Unregistered (the client's Graph is gone), or replaced by a later version
+        (registered again at once): the graph goes only if no plugin of it is back."""
+        name = plugin_name(self.key)
+
+        def drop_unless_replaced() -> None:
+            if name not in worker.plugins:
+                worker_state(worker).drop_graph(self.key)
+        worker.loop.call_later(_REPLACE_S, drop_unless_replaced)
+
+
+def plugin_name(graph_key: str) -> str:
+    return f"graphflow-{graph_key}"
+
+
+#: How long a torn-down graph plugin waits for its next version before the graph goes.
+_REPLACE_S = 1.0
 
 
 class OrphanJournals(WorkerPlugin):
