@@ -15,7 +15,8 @@ per run), and asks the scheduler for the worker list again only after that.
 Graphs go to the workers as JSON GraphDefs in a WorkerPlugin named after the graph
 (an id per Graph object of this process): a graph only grows, so when it has grown
 the new version replaces the old one under the same name, on every worker and on
-every worker that starts later.
+every worker that starts later. When the Graph object is garbage, its plugin is
+unregistered and the workers forget it.
 """
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ Each worker process keeps, per dask ``Worker`` (in-process clusters hold several
   Session caches plans;
 - its variables (a ResourceStore keyed by the variable's name, shared by every
   graph and Session that runs there, as a TensorFlow parameter server's);
-- the undo journal of each run that writes and is not finished yet;
+- the undo journal of each run that writes and is not finished yet (dropped too when
+  the run's client left without finishing it: OrphanJournals);
 - its incarnation: a fresh id per worker start, by which the client tells a worker
   that restarted (its variables are gone) from one that kept running.
 
