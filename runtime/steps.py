@@ -136,7 +136,8 @@ def checked_kernel(fn: Callable, op: Operation, device: Device) -> Callable:
     own kernels are trusted (their tests check them) and run as they are. A user op's
     kernel is held to what later steps rely on: one array of the device per declared
     output, of the declared dtype (else an InternalError naming the op and the kernel,
-    never a wrong value passed on); and with ``fresh_outputs`` (``register_op``'s
+    never a wrong value passed on), an ndarray subclass (a masked array) passed on as
+    its plain data, as a fed one is; and with ``fresh_outputs`` (``register_op``'s
     default, which lets later nodes write into its outputs), outputs that are
     provably private: an output that is a view (of an input, or of anything) or that
     something else holds (an input itself, a buffer kept in a global or in
@@ -172,6 +173,8 @@ def checked_kernel(fn: Callable, op: Operation, device: Device) -> Callable:
             value = fn(ctx, *args)
             if type(value) is not ndarray or value.dtype != dtype0:
                 check(value, 0)
+                if isinstance(value, ndarray):  # np.ma, np.matrix: its plain data, as a feed
+                    value = value.view(ndarray)
             # held by ``value`` and getrefcount's argument when nothing else holds it
             if fresh and type(value) is ndarray and (
                     value.base is not None or getrefcount(value) > 2):
@@ -190,6 +193,8 @@ def checked_kernel(fn: Callable, op: Operation, device: Device) -> Callable:
         for i in range(n_out):
             value = values[i]
             check(value, i)
+            if isinstance(value, ndarray) and type(value) is not ndarray:
+                value = values[i] = value.view(ndarray)  # its plain data, as a feed's
             # held by ``values``, ``value`` and getrefcount's argument when private
             if fresh and type(value) is ndarray and (
                     value.base is not None or getrefcount(value) > 3):

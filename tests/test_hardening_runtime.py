@@ -664,6 +664,32 @@ def test_a_user_kernel_may_return_a_numpy_scalar():
         assert sess.run(y, {"x:0": [1.0, 2.0]}) == 3.0
 
 
+_user_op("TestHardeningMasked",
+         lambda ctx, x: np.ma.masked_array(x + 1, mask=np.ones(x.shape, bool)))
+class _Tagged(np.ndarray):
+    """An ndarray subclass of a user's own."""
+
+
+_user_op("TestHardeningMaskedPair",
+         lambda ctx, x: [np.ma.masked_array(x + 1), (x + 2).view(_Tagged)], ("a: T", "b: T"))
+
+
+@pytest.mark.parametrize("optimize", [True, False], ids=["optimized", "as written"])
+def test_a_user_kernel_returning_a_masked_array_passes_on_its_plain_data(optimize):
+    """Passed on as a MaskedArray, it reached the next kernel, which failed naming
+    itself (numba: 'Unsupported array type'); it is now plain data, as a fed one."""
+    s = gf.Scope(gf.Graph())
+    x = s.placeholder(gf.float32, shape=[2], name="x")
+    y = s.test_hardening_masked(x)
+    a, b = s.create_op(gf.op_def("TestHardeningMaskedPair"), x)
+    later = [s.tensor_scatter_add(v, [[0]], [10.0]) for v in (y, a)]
+    with gf.Session(s.graph, gf.SessionConfig(optimize=optimize)) as sess:
+        got = sess.run([y, a, b] + later, {x: [1.0, 2.0]})
+    assert all(type(v) is np.ndarray for v in got)
+    assert [v.tolist() for v in got] == [[2.0, 3.0], [2.0, 3.0], [3.0, 4.0], [12.0, 3.0],
+                                         [12.0, 3.0]]
+
+
 _RESULTS: list = []
 
 
