@@ -61,6 +61,10 @@ class Output:
     # -- Python operators, as tf.Tensor's in graph mode (graphflow.operators) ---------
     #: numpy hands ``array + x`` to ``x.__radd__`` instead of looping over the array.
     __array_priority__ = 100
+    #: numpy's functions refuse an Output (``np.add(x, 1)``, ``np.sum(x)``: a TypeError)
+    #: instead of treating it as an opaque object (``np.sum(x)`` returned ``x``), while
+    #: ``array + x`` and ``np.float64(1) < x`` still reach the Output's operators.
+    __array_ufunc__ = None
 
     def __bool__(self):
         raise TypeError(

@@ -565,6 +565,29 @@ def test_output_equality_and_hash_stay_identity(scope):
     assert {x: 1, y: 2}[x] == 1 and hash(x) == hash(x)
 
 
+@pytest.mark.parametrize("call", [lambda x: np.sum(x), lambda x: np.add(x, 1),
+                                  lambda x: np.exp(x), lambda x: np.maximum(x, 0)],
+                         ids=["sum", "add", "exp", "maximum"])
+def test_numpy_functions_refuse_an_output(scope, call):
+    """np.sum(x) returned x itself (an opaque object to numpy): a wrong value, silently.
+    TensorFlow's graph mode refuses it too (a symbolic tensor is no numpy array)."""
+    with pytest.raises(TypeError, match="does not support ufuncs"):
+        call(scope.constant([1.0, 2.0]))
+
+
+@pytest.mark.parametrize("expr, expected", [
+    (lambda a, x: a * x, [1.5, -4.0]), (lambda a, x: a - x, [-0.5, 4.0]),
+    (lambda a, x: a / x, [2 / 3, -1.0]), (lambda a, x: np.float32(1) < x, [True, False]),
+    (lambda a, x: a[0] + x, [2.5, -1.0]),
+], ids=["array * x", "array - x", "array / x", "scalar < x", "numpy scalar + x"])
+def test_numpy_values_on_the_left_still_reach_the_outputs_operators(scope, run, expr,
+                                                                    expected):
+    x = scope.constant(F)
+    out = expr(np.array([1.0, 2.0], np.float32), x)
+    assert isinstance(out, gf.Output)
+    np.testing.assert_allclose(run(out), expected, rtol=1e-6)
+
+
 X = np.array([3, 4], np.int32)
 F = np.array([1.5, -2.0], np.float32)
 B = np.array([True, False])
