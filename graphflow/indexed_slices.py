@@ -31,6 +31,20 @@ class IndexedSlices:
                 f"({dense_shape.dtype.name}) must have one dtype")
         if not indices.shape.is_compatible_with(TensorShape([None])):
             raise InvalidArgumentError(f"IndexedSlices indices must be 1-D, got {indices.shape}")
+        if not dense_shape.shape.is_compatible_with(TensorShape([None])):
+            raise InvalidArgumentError(
+                f"IndexedSlices dense_shape must be 1-D, got {dense_shape.shape}")
+        rows = indices.shape[0] if indices.shape.rank else None
+        if values.shape.rank == 0 or (values.shape.rank is not None and None not in (
+                rows, values.shape[0]) and values.shape[0] != rows):
+            raise InvalidArgumentError(
+                f"IndexedSlices values '{values.name}' of shape {values.shape} must hold one "
+                f"row per index of '{indices.name}' (shape {indices.shape})")
+        dense_rank = dense_shape.shape[0] if dense_shape.shape.rank else None
+        if None not in (dense_rank, values.shape.rank) and dense_rank != values.shape.rank:
+            raise InvalidArgumentError(
+                f"IndexedSlices values '{values.name}' of shape {values.shape} do not have "
+                f"the rank of dense_shape '{dense_shape.name}' ({dense_rank})")
         self.values = values
         self.indices = indices
         self.dense_shape = dense_shape

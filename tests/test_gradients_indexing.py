@@ -324,6 +324,24 @@ def test_depth_one_gather_gives_indexed_slices(scope, index_dtype, indices, stat
     check(y, [p], [params])  # densified, against finite differences
 
 
+def test_indexed_slices_that_cannot_be_dense_fail_when_built(scope):
+    """One row of values per index, values of dense_shape's rank, a 1-D dense_shape: what
+    the static shapes already contradict is an error here, not at the densifying run."""
+    rows = scope.placeholder(gf.float64, shape=[3, 2], name="rows")
+    with pytest.raises(gf.errors.InvalidArgumentError, match=r"'rows:0' of shape \[3,2\] must "
+                                                             r"hold one row per index"):
+        gf.IndexedSlices(rows, scope.constant([0, 1, 2, 3]), scope.constant([5, 2]))
+    with pytest.raises(gf.errors.InvalidArgumentError, match="must hold one row per index"):
+        gf.IndexedSlices(scope.constant(1.0), scope.constant([0]), scope.constant([5]))
+    with pytest.raises(gf.errors.InvalidArgumentError, match=r"rank of dense_shape .* \(3\)"):
+        gf.IndexedSlices(rows, scope.constant([0, 1, 2]), scope.constant([5, 2, 1]))
+    with pytest.raises(gf.errors.InvalidArgumentError, match="dense_shape must be 1-D"):
+        gf.IndexedSlices(rows, scope.constant([0, 1, 2]), scope.constant(5))
+    unknown = gf.IndexedSlices(scope.placeholder(gf.float64), scope.placeholder(gf.int32),
+                               scope.constant([5, 2]))
+    assert unknown.shape.as_list() == [5, 2]
+
+
 # -- static shapes, dtypes, None for indices ---------------------------------------------------------
 def _every_op(scope, dtype):
     """(forward output, its differentiable inputs) for each op, all shapes static."""
