@@ -127,7 +127,7 @@ def _cast(array: np.ndarray, dtype: DType, name: str, python_value: Any = None) 
         raise _inexact_int(source, dtype, name, e) from None
     except (ValueError, TypeError) as e:  # "a" into int32, objects numpy cannot convert
         raise InvalidArgumentError(f"Cannot feed value for Tensor '{name}': {e}") from None
-    if (python_value is not None and source.dtype.kind in "iuO"
+    if (python_value is not None and source.dtype.kind in "iufO"  # [0, 2**63] is float64
             and _changed(cast, source) and _python_ints_inexact(python_value, np_dtype)):
         raise _inexact_int(source, dtype, name)
     cast.flags.writeable = False
