@@ -371,7 +371,8 @@ def test_cli_stops_quietly_on_a_closed_pipe(tmp_path):
     g.save(graph)
     proc = subprocess.Popen(
         [sys.executable, "-m", "graphflow", "run", graph, "--fetch", "big",
-         "--threshold", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+         "--threshold", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=tmp_path)  # outside the repository: its graphflow/ folder is not the package
     assert proc.stdout.read(10) == b"big:0  flo"
     proc.stdout.close()  # more than a pipe buffer is still to come
     err = proc.stderr.read().decode()
