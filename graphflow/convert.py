@@ -104,7 +104,7 @@ def to_array(value: Any, dtype: DType | None = None) -> np.ndarray:
     else:
         probe = np.asarray(value)
         if probe.dtype.kind in "SUO":
-            if not all(isinstance(x, _STRING_TYPES) for x in _leaves(value)):
+            if not all(isinstance(x, _STRING_TYPES) for x in leaves(value)):
                 raise TypeError(_not_convertible(value))
             if dtype is not None and not dtype.is_string and probe.size:
                 raise TypeError(f"Cannot convert {value!r} to a tensor of dtype {dtype.name}")
@@ -130,17 +130,17 @@ def to_array(value: Any, dtype: DType | None = None) -> np.ndarray:
 _STRING_TYPES = (str, bytes, np.str_, np.bytes_)
 
 
-def _leaves(value: Any):
+def leaves(value: Any):
     """The scalars of a (nested) list or tuple, in order; a scalar is its own leaf."""
     if isinstance(value, (list, tuple)):
         for item in value:
-            yield from _leaves(item)
+            yield from leaves(item)
     else:
         yield value
 
 
 def _not_convertible(value: Any) -> str:
-    if any(callable(getattr(x, "as_output", None)) for x in _leaves(value)):
+    if any(callable(getattr(x, "as_output", None)) for x in leaves(value)):
         return "Expected any non-tensor type, but got a tensor instead."
     return (f"Failed to convert elements of {value!r} to Tensor. Consider casting elements to a "
             "supported type.")

@@ -202,26 +202,21 @@ def _assign(ctx, handle, value):
         state.value = fresh
 
 
-@AssignAddVariableOp.kernel("cpu")
-def _assign_add(ctx, handle, value):
-    state = _variable_of(ctx, handle)
-    with state.lock:
-        current = state.initialized_value()
-        state.check_dtype(value.dtype, "update")
-        _check_same_shape(state, value)
-        state.journal_all()
-        np.add(current, value, out=current)
+def _in_place_kernel(op, ufunc) -> None:
+    """variable = ufunc(variable, value) in place, under the variable's lock."""
+    @op.kernel("cpu")
+    def _kernel(ctx, handle, value):
+        state = _variable_of(ctx, handle)
+        with state.lock:
+            current = state.initialized_value()
+            state.check_dtype(value.dtype, "update")
+            _check_same_shape(state, value)
+            state.journal_all()
+            ufunc(current, value, out=current)
 
 
-@AssignSubVariableOp.kernel("cpu")
-def _assign_sub(ctx, handle, value):
-    state = _variable_of(ctx, handle)
-    with state.lock:
-        current = state.initialized_value()
-        state.check_dtype(value.dtype, "update")
-        _check_same_shape(state, value)
-        state.journal_all()
-        np.subtract(current, value, out=current)
+_in_place_kernel(AssignAddVariableOp, np.add)
+_in_place_kernel(AssignSubVariableOp, np.subtract)
 
 
 # -- sparse updates -------------------------------------------------------------------------------

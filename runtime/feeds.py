@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from graphflow.convert import shared_array, to_array
+from graphflow.convert import leaves, shared_array, to_array
 from graphflow.dtypes import DType, string
 from graphflow.errors import InvalidArgumentError, InvalidDTypeError
 from graphflow.graph import Operation, Output
@@ -61,7 +61,7 @@ def feed_array(value: Any, dtype: DType, name: str) -> Any:
         if array.size == 0:  # [] or [[]] (float64 to numpy): an empty tensor of any dtype
             return _read_only_view(np.empty(array.shape, object))
         if from_python and array.dtype.kind in "SU" and not all(
-                isinstance(x, (str, bytes, np.str_, np.bytes_)) for x in _leaves(shared)):
+                isinstance(x, (str, bytes, np.str_, np.bytes_)) for x in leaves(shared)):
             shown = repr(shared) if array.size <= 8 else f"a list of {array.size} values"
             raise InvalidDTypeError(  # numpy made strings of [1, "a"]: TF1 refuses the 1
                 f"Cannot feed value {shown} for Tensor '{name}', which has dtype string: a "
@@ -97,15 +97,6 @@ def _string_array(array: np.ndarray, name: str) -> np.ndarray:
         return to_array(array, string)
     except TypeError as e:  # an object array holding something else than strings
         raise InvalidDTypeError(f"Cannot feed value for Tensor '{name}': {e}") from None
-
-
-def _leaves(value: Any):
-    """The scalars of a (nested) list or tuple; a scalar is its own leaf."""
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _leaves(item)
-    else:
-        yield value
 
 
 def _is_python_int(x: Any) -> bool:
@@ -149,7 +140,7 @@ def _changed(cast: np.ndarray, source: np.ndarray) -> bool:
 def _python_ints_inexact(value: Any, np_dtype: np.dtype) -> bool:
     """Whether a Python int among ``value``'s leaves changes when cast to ``np_dtype``
     (only asked once the whole cast changed something: a rare path)."""
-    for leaf in _leaves(value):
+    for leaf in leaves(value):
         if _is_python_int(leaf):
             try:
                 with np.errstate(all="ignore"):
