@@ -1,0 +1,1 @@
+"""Interop with the ecosystem: TensorFlow GraphDefs, ONNX models, TensorBoard logs."""
