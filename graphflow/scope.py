@@ -143,7 +143,12 @@ def _check_name(name: Any, what: str) -> None:
 
 
 def _control_op(control: Any) -> Operation | None:
-    """The op of an Output or an Operand, or of an op wrapper (any number of outputs)."""
+    """The op of an Output or an Operand, or of an op wrapper (any number of outputs);
+    an object's own ``control_op()`` first (a variable's value after an update: the
+    update, so that waiting on it reads nothing)."""
+    control_op = getattr(control, "control_op", None)
+    if callable(control_op):
+        return control_op()
     try:
         out = as_operand(control)
     except ValueError:  # a wrapper of an op with several outputs: use its op

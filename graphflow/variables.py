@@ -8,9 +8,12 @@ saved and loaded keeps its variables (``gf.global_variables(graph)`` finds them
 again), while their values travel in checkpoints (``gf.train.Saver``).
 
 Ordering: within a run, ops are ordered by data and control dependencies only.
-An update's ``read_value=True`` result reads the value after that update (a read
-with a control dependency on it); reads elsewhere in the same run that do not
-depend on the update may see the value before or after it, as in TensorFlow 1.x.
+An update's ``read_value=True`` result is an ``UnreadVariable`` (TensorFlow's
+``_UnreadVariable``): its ``.op`` is the update itself, and it reads the value
+after the update (a read with a control dependency on it) only where it is used
+as a tensor, so running ``v.scatter_nd_add(i, u).op`` never copies the table.
+Reads elsewhere in the same run that do not depend on the update may see the
+value before or after it, as in TensorFlow 1.x.
 """
 from __future__ import annotations
 
@@ -98,10 +101,10 @@ class Variable:
         return self._read
 
     def as_output(self) -> Output:
-        return self._read
+        return self.read()
 
     def value(self) -> Output:
-        return self._read
+        return self.read()
 
     def as_output_in(self, scope) -> Output:
         """The read an op built in ``scope`` takes: the shared ``read()``, or, when
@@ -109,16 +112,18 @@ class Variable:
         device), so that ``scope.with_control_dependencies([update]).identity(v)`` sees
         the update, as in TensorFlow 1.x."""
         if not scope.control_dependencies or scope.graph is not self.graph:
-            return self._read
-        return scope._replace(_device=self.device).read_variable_op(
+            return self.read()
+        return scope._replace(_device=self.device).with_control_dependencies(
+            self._read_after()).read_variable_op(
             self.handle, dtype=self.dtype, name=f"{self.name.rsplit('/', 1)[-1]}/Read")
+
+    def _read_after(self) -> tuple:
+        """What every read of this object waits on (an UnreadVariable's update)."""
+        return ()
 
     # -- updates ---------------------------------------------------------------------
     def _after(self, update: Operation, read_value: bool):
-        if not read_value:
-            return update
-        return self._scope.with_control_dependencies([update]).read_variable_op(
-            self.handle, dtype=self.dtype, name=f"{self.name}/ReadAfter")
+        return UnreadVariable(self, update) if read_value else update
 
     def _update(self, op_type: str, *args, read_value: bool = True, name: str | None = None,
                 **attrs):
@@ -180,10 +185,53 @@ class Variable:
         """Raw values become Consts of the variable's dtype (an Output is checked by the op)."""
         if as_operand(value) is not None:
             return value
-        return self._scope.constant(value, dtype=self.dtype, name=f"{self.name}/Value")
+        return self._scope._replace(_control=()).constant(value, dtype=self.dtype,
+                                                          name=f"{self.name}/Value")
 
     def __repr__(self) -> str:
         return f"<gf.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
+
+
+class UnreadVariable(Variable):
+    """A variable's value after an update, read only where it is used (TF's
+    ``_UnreadVariable``): what ``assign``/``assign_add``/``assign_sub`` and every
+    ``scatter_nd_*`` return with ``read_value=True``.
+
+    ``.op`` is the update, so ``sess.run(v.assign_add(x).op)`` updates in place and
+    copies nothing. Used as a tensor (fetched, passed to an op, ``read()``) it is a
+    ReadVariableOp that waits on the update, built once on first use. Its own updates
+    and sparse reads also wait on that update, so ``v.assign(a).assign_add(b)`` chains.
+    """
+
+    __slots__ = ("_update_op",)
+
+    def __init__(self, variable: Variable, update: Operation):
+        super().__init__(variable.handle, variable.initializer, None)
+        self._update_op = update
+        self._scope = self._scope.with_control_dependencies([update])
+
+    @property
+    def op(self) -> Operation:
+        """The update (TensorFlow: ``_UnreadVariable.op`` is the parent op)."""
+        return self._update_op
+
+    def _read_after(self) -> tuple:
+        return (self._update_op,)
+
+    def control_op(self) -> Operation:
+        """What ``with_control_dependencies([this])`` waits on: the update, not a read."""
+        return self._update_op
+
+    def read(self) -> Output:
+        """The value after the update: a ReadVariableOp made at the first use."""
+        if self._read is None:
+            self._read = self._scope.read_variable_op(self.handle, dtype=self.dtype,
+                                                      name=f"{self.name}/ReadAfter")
+        return self._read
+
+    def __repr__(self) -> str:
+        return (f"<gf.UnreadVariable '{self.name}' after '{self._update_op.name}' "
+                f"shape={self.shape} dtype={self.dtype.name}>")
 
 
 def global_variables(graph: Graph) -> list[Variable]:
