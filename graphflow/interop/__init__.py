@@ -1,1 +1,11 @@
-"""Interop with the ecosystem: TensorFlow GraphDefs, ONNX models, TensorBoard logs."""
+"""Interop with TensorFlow's ecosystem: GraphDef protobufs, TensorBoard, ONNX.
+
+- ``tf_proto``: TensorFlow's protobuf messages (from tensorboardX, or tensorboard's
+  full schema) and conversions between them and graphflow dtypes, shapes, arrays, attrs.
+- ``tf_import``: ``gf.import_tf_graph`` — a TensorFlow GraphDef as a gf.Graph.
+- ``tf_export``: ``gf.export_tf_graph`` — a gf.Graph as a TensorFlow GraphDef.
+- ``onnx_export``: ``gf.export_onnx`` — an inference graph as an ONNX model.
+
+Every protobuf dependency is optional and imported lazily, on first use, with an
+error that names the extra to install.
+"""
