@@ -30,6 +30,7 @@ from .gradient_check import GradientCheck, gradient_check  # noqa: E402
 from .variables import Variable, global_variables, global_variables_initializer  # noqa: E402
 from . import train  # noqa: E402
 from . import nn  # noqa: E402
+from .interop.onnx_export import export_onnx  # noqa: E402  (imports onnx only when called)
 
 __version__ = "0.1.0"
 

@@ -1,0 +1,670 @@
+"""Export an inference graph to ONNX: ``export_onnx(graph, inputs, outputs, path, opset=18)``.
+
+Each op is lowered to standard ONNX ops that keep TensorFlow's semantics exactly,
+also where ONNX leaves a case undefined (and where tf2onnx's lowerings are wrong):
+
+- ScatterNd / TensorScatterAdd / Sub sum duplicate indices (ScatterND ``reduction="add"``;
+  Sub adds the negated updates); TensorScatterMin / Max use ``"min"`` / ``"max"``, a NaN
+  update never winning (it becomes -inf / +inf first).
+- TensorScatterUpdate and the stitches keep TensorFlow's last write for duplicates
+  (ONNX's ``reduction="none"`` leaves them undefined): a max-scatter of positions finds
+  each slot's last writer, then only the winners are written.
+- DynamicStitch is ``max(index) + 1`` rows long, rows no index names are zero.
+- DynamicPartition selects each partition's rows with Compress, any partitions rank.
+
+What ONNX cannot express is refused before anything is written, in one
+UnimplementedError listing every such op by node (see ``docs/interop.md``); ONNX cannot
+raise at run time, so bad indices and zero integer divisors are the exported graph's
+undefined behaviour, never an error as in graphflow.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from graphflow.dtypes import DType, int64
+from graphflow.errors import InvalidArgumentError, UnimplementedError
+from graphflow.graph import Graph, Operation, Output
+
+#: The ONNX opsets this exporter writes (ScatterND's min/max reductions need 18).
+MIN_OPSET = 18
+
+#: op type -> lowering(em, op, inputs) -> ONNX value names of the op's outputs
+LOWERINGS: dict[str, Callable[["_Emitter", Operation, list], list]] = {}
+
+INT64_MAX = np.iinfo(np.int64).max
+
+
+def lowering(*op_types: str):
+    """Register the decorated function as the ONNX lowering of ``op_types``."""
+    def register(fn):
+        for op_type in op_types:
+            LOWERINGS[op_type] = fn
+        return fn
+    return register
+
+
+def _import_onnx():
+    try:
+        import onnx
+    except ImportError:
+        raise ImportError("gf.export_onnx needs the onnx package: pip install 'graphflow[onnx]'") \
+            from None
+    return onnx
+
+
+# -- the public entry point ----------------------------------------------------------------
+def export_onnx(graph: Graph, inputs: Sequence[Any], outputs: Sequence[Any],
+                path: "str | os.PathLike | None" = None, opset: int = 18, *,
+                session: Any = None, name: str = "graphflow") -> Any:
+    """Write the part of ``graph`` that computes ``outputs`` from ``inputs`` as an ONNX model.
+
+    ``inputs`` and ``outputs`` are Outputs (or TF-style names ``"x:0"``); the model's
+    values keep those names. Each placeholder the outputs need must be in ``inputs``;
+    any other tensor listed there is fed too, as in ``Session.run``. Variables are
+    refused unless ``session`` is given: their values in that session are then frozen
+    into the model as constants. Returns the ``onnx.ModelProto`` (saved at ``path``
+    unless it is None). Control dependencies are dropped: an ONNX graph is pure.
+    """
+    onnx = _import_onnx()
+    if not isinstance(graph, Graph):
+        raise TypeError(f"export_onnx: graph must be a gf.Graph, got {type(graph).__name__}")
+    if isinstance(opset, bool) or not isinstance(opset, (int, np.integer)) \
+            or not MIN_OPSET <= opset <= onnx.defs.onnx_opset_version():
+        raise InvalidArgumentError(
+            f"export_onnx: opset must be an int in [{MIN_OPSET}, "
+            f"{onnx.defs.onnx_opset_version()}] (this onnx's newest), got {opset!r}")
+    feeds = _resolve(graph, inputs, "inputs")
+    fetches = _resolve(graph, outputs, "outputs")
+    if not fetches:
+        raise InvalidArgumentError("export_onnx: outputs must name at least one tensor")
+    for what, values in (("inputs", feeds), ("outputs", fetches)):
+        seen = set()
+        for out in values:
+            if out.name in seen:
+                raise InvalidArgumentError(f"export_onnx: {out.name} is listed twice in {what}")
+            seen.add(out.name)
+    ops = _needed_ops(fetches, feeds)
+    _refuse_what_onnx_cannot_express(ops, feeds, session, int(opset))
+
+    em = _Emitter(onnx, int(opset), _frozen_variables(ops, session))
+    for out in feeds:
+        em.values[out] = em.unique(out.name)
+    fed = set(feeds)
+    for op in ops:
+        if all(o in fed for o in op.outputs):
+            continue
+        em.begin(op)
+        names = LOWERINGS[op.type](em, op, [em.values.get(i) for i in op.inputs])
+        em.end(op, names)
+        for out, value in zip(op.outputs, names):
+            em.values.setdefault(out, value)
+    for out in fetches:  # a fetch that is fed or renamed gets its own name
+        if em.values[out] != out.name:
+            em.nodes.append(em.h.make_node("Identity", [em.values[out]], [out.name],
+                                           name=em.unique(f"{out.op.name}/output")))
+    model = em.h.make_model(
+        em.h.make_graph(em.nodes, name, [_value_info(onnx, o) for o in feeds],
+                        [_value_info(onnx, o) for o in fetches], em.initializers),
+        opset_imports=[em.h.make_opsetid("", int(opset))], producer_name="graphflow")
+    onnx.checker.check_model(model)
+    if path is not None:
+        onnx.save_model(model, os.fspath(path))
+    return model
+
+
+def _resolve(graph: Graph, values: Sequence[Any], what: str) -> list[Output]:
+    if isinstance(values, (str, Output)) or not isinstance(values, (list, tuple)):
+        raise TypeError(f"export_onnx: {what} must be a list of tensors or tensor names, got "
+                        f"{type(values).__name__}")
+    resolved = []
+    for value in values:
+        if isinstance(value, str):
+            value = graph.output(value)
+        elif not isinstance(value, Output) and hasattr(value, "as_output"):
+            value = value.as_output()
+        if not isinstance(value, Output):
+            raise TypeError(f"export_onnx: {what} must hold gf.Outputs or tensor names, got "
+                            f"{type(value).__name__} {value!r}")
+        if value.graph is not graph:
+            raise InvalidArgumentError(f"export_onnx: {value.name} in {what} is not an element "
+                                       f"of this graph")
+        resolved.append(value)
+    return resolved
+
+
+def _needed_ops(fetches: list[Output], feeds: list[Output]) -> list[Operation]:
+    """The ops the fetches need through data edges, stopping at fed tensors, in a
+    topological order (graph order, which is one)."""
+    fed = set(feeds)
+    needed, stack = set(), [o.op for o in fetches if o not in fed]
+    while stack:
+        op = stack.pop()
+        if op in needed:
+            continue
+        needed.add(op)
+        stack.extend(i.op for i in op.inputs if i not in fed and i.op not in needed)
+    return sorted(needed, key=lambda op: op._id)
+
+
+def _refuse_what_onnx_cannot_express(ops: list[Operation], feeds: list[Output], session: Any,
+                                     opset: int) -> None:
+    """One UnimplementedError naming every op (by node) that cannot be exported; one
+    InvalidArgumentError for a placeholder that is needed but not among the inputs."""
+    fed = set(feeds)
+    for op in ops:
+        if op.type == "Placeholder" and op.outputs[0] not in fed:
+            raise InvalidArgumentError(
+                f"export_onnx: placeholder tensor '{op.outputs[0].name}' is needed by the "
+                f"outputs but is not listed in inputs", op.name, op.type)
+    problems: dict[str, list[str]] = {}
+
+    def refuse(op: Operation, reason: str) -> None:
+        problems.setdefault(reason, []).append(op.name)
+    for op in ops:
+        if all(o in fed for o in op.outputs):
+            continue
+        dtypes = [t.dtype for t in list(op.inputs) + list(op.outputs)]
+        if op.type not in LOWERINGS:
+            if op.type in _VARIABLE_UPDATES or op.op_def.stateful:
+                refuse(op, f"{op.type} (it updates state; an ONNX graph is for inference)")
+            else:
+                refuse(op, f"{op.type} (no ONNX lowering)")
+        elif any(t.is_complex for t in dtypes):
+            refuse(op, f"{op.type} on complex tensors (ONNX has no complex arithmetic)")
+        elif op.type in ("VarHandleOp", "ReadVariableOp", "ResourceGather") and session is None:
+            refuse(op, f"{op.type} (a variable: pass session= to freeze its value as a "
+                       f"constant)")
+        else:
+            reason = _CHECKS.get(op.type, lambda op, opset: None)(op, opset)
+            if reason:
+                refuse(op, f"{op.type} {reason}")
+    if problems:
+        lines = "\n".join(f"  {reason}: {', '.join(names)}" for reason, names in problems.items())
+        raise UnimplementedError(f"export_onnx: {sum(map(len, problems.values()))} node(s) "
+                                 f"cannot be expressed in ONNX:\n{lines}")
+
+
+_VARIABLE_UPDATES = {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
+                     "ResourceScatterNdAdd", "ResourceScatterNdSub", "ResourceScatterNdMin",
+                     "ResourceScatterNdMax", "ResourceScatterNdUpdate", "ResourceApplyAdagrad",
+                     "ResourceSparseApplyAdagrad"}
+
+#: op type -> check(op, opset) -> why it cannot be exported, or None
+_CHECKS: dict[str, Callable[[Operation, int], str | None]] = {}
+
+
+def check(*op_types: str):
+    """Register the decorated function as the export-time check of ``op_types``."""
+    def register(fn):
+        for op_type in op_types:
+            _CHECKS[op_type] = fn
+        return fn
+    return register
+
+
+def _frozen_variables(ops: list[Operation], session: Any) -> dict[Operation, np.ndarray]:
+    """The session's value of each variable the ops read (VarHandleOp -> array)."""
+    handles = [op for op in ops if op.type == "VarHandleOp"]
+    if not handles or session is None:
+        return {}
+    reads = {}
+    for op in handles[0].graph.operations():
+        if op.type == "ReadVariableOp" and op.inputs[0].op in handles:
+            reads.setdefault(op.inputs[0].op, op.outputs[0])
+    missing = [h.name for h in handles if h not in reads]
+    if missing:
+        raise InvalidArgumentError(f"export_onnx: cannot freeze variable(s) {', '.join(missing)}: "
+                                   f"no ReadVariableOp of them in the graph to read their value")
+    values = session.run([reads[h] for h in handles])
+    return dict(zip(handles, values))
+
+
+def _value_info(onnx, out: Output):
+    shape = None if out.shape.rank is None else out.shape.as_list()
+    return onnx.helper.make_tensor_value_info(out.name, _elem_type(onnx, out.dtype), shape)
+
+
+def _elem_type(onnx, dtype: DType) -> int:
+    if dtype.is_string:
+        return onnx.TensorProto.STRING
+    return onnx.helper.np_dtype_to_tensor_dtype(dtype.as_numpy_dtype)
+
+
+# -- building the ONNX graph -----------------------------------------------------------------
+class _Emitter:
+    """The ONNX nodes and initializers made so far, and each graphflow Output's value name.
+
+    A lowering calls ``node``/``const`` for what it needs; the value it returns for an
+    output is renamed to the output's own name (``op:0``) when one of its nodes made it."""
+
+    def __init__(self, onnx, opset: int, frozen: dict[Operation, np.ndarray]):
+        self.onnx, self.h, self.opset, self.frozen = onnx, onnx.helper, opset, frozen
+        self.nodes: list = []
+        self.initializers: list = []
+        self.values: dict[Output, str] = {}
+        self._names: set[str] = set()
+        self._consts: dict[tuple, str] = {}
+        self._op: Operation | None = None
+        self._first = 0
+
+    def unique(self, base: str) -> str:
+        name, i = base, 1
+        while name in self._names:
+            name, i = f"{base}_{i}", i + 1
+        self._names.add(name)
+        return name
+
+    def begin(self, op: Operation) -> None:
+        self._op, self._first = op, len(self.nodes)
+
+    def end(self, op: Operation, names: list) -> None:
+        """Give the values this op's nodes made for its outputs the outputs' names."""
+        made = {v for node in self.nodes[self._first:] for v in node.output}
+        for out, value in zip(op.outputs, names):
+            if value in made and out.name not in self._names and value not in (
+                    self.values.get(o) for o in op.outputs[:out.index]):
+                self._names.add(out.name)
+                for node in self.nodes[self._first:]:
+                    node.output[:] = [out.name if v == value else v for v in node.output]
+                    node.input[:] = [out.name if v == value else v for v in node.input]
+                names[out.index] = out.name
+
+    def node(self, op_type: str, inputs: Sequence[str], n_out: int = 1, **attrs) -> Any:
+        """Add one ONNX node; its output name (a list when ``n_out != 1``)."""
+        base = f"{self._op.name}/{op_type}"
+        outs = [self.unique(f"{base}:{i}") for i in range(n_out)]
+        self.nodes.append(self.h.make_node(op_type, list(inputs), outs, name=self.unique(base),
+                                           **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def const(self, value: Any, dtype: Any = None) -> str:
+        """An initializer holding ``value`` (shared between equal small constants)."""
+        array = np.asarray(value, dtype=dtype)
+        key = None
+        if array.size <= 16 and array.dtype != object:
+            key = (array.dtype.str, array.shape, array.tobytes())
+            if key in self._consts:
+                return self._consts[key]
+        name = self.unique(f"{self._op.name}/const" if self._op else "const")
+        if array.dtype == object:  # strings
+            tensor = self.h.make_tensor(name, self.onnx.TensorProto.STRING, array.shape,
+                                        [bytes(v) for v in array.reshape(-1)])
+        else:
+            tensor = self.onnx.numpy_helper.from_array(np.ascontiguousarray(array), name)
+        self.initializers.append(tensor)
+        if key is not None:
+            self._consts[key] = name
+        return name
+
+    def scalar(self, dtype: DType, value: Any) -> str:
+        """A scalar of ``dtype`` (``value`` cast; b"" for a string zero)."""
+        if dtype.is_string:
+            return self.const(np.array(value if isinstance(value, bytes) else b"", object))
+        return self.const(np.array(value).astype(dtype.as_numpy_dtype))
+
+    def i64(self, value: str, dtype: DType) -> str:
+        """``value`` as int64 (ONNX's index type)."""
+        return value if dtype == int64 else self.node("Cast", [value], to=self.onnx.TensorProto.INT64)
+
+    def cast(self, value: str, dtype: DType) -> str:
+        return self.node("Cast", [value], to=_elem_type(self.onnx, dtype))
+
+    def slice1(self, value: str, start: Any, end: Any = None) -> str:
+        """``value[start:end]`` of a 1-D value; ``start`` / ``end`` ints or [1] values."""
+        starts = start if isinstance(start, str) else self.const([start], np.int64)
+        ends = end if isinstance(end, str) else self.const(
+            [INT64_MAX if end is None else end], np.int64)
+        return self.node("Slice", [value, starts, ends])
+
+    def flat_rows(self, data: str, lead: str) -> tuple[str, str]:
+        """``lead`` (a tensor whose shape is a prefix of ``data``'s) and ``data`` with that
+        prefix flattened to one dim: ([n], [n] + data.shape[rank(lead):])."""
+        lead_shape = self.node("Shape", [lead])
+        n = self.node("ReduceProd", [lead_shape], keepdims=1)
+        rank = self.node("Shape", [lead_shape])
+        rest = self.slice1(self.node("Shape", [data]), rank)
+        rows = self.node("Reshape", [data, self.node("Concat", [n, rest], axis=0)], allowzero=1)
+        return self.node("Reshape", [lead, n], allowzero=1), rows
+
+
+# -- element-wise math ---------------------------------------------------------------------------
+_SIMPLE = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "RealDiv": "Div", "Maximum": "Max",
+           "Minimum": "Min", "Equal": "Equal", "Less": "Less", "Greater": "Greater",
+           "LogicalAnd": "And", "LogicalOr": "Or", "LogicalNot": "Not", "Neg": "Neg",
+           "SelectV2": "Where", "Identity": "Identity", "StopGradient": "Identity"}
+
+
+@lowering(*_SIMPLE)
+def _simple(em: _Emitter, op: Operation, ins: list) -> list:
+    return [em.node(_SIMPLE[op.type], ins)]
+
+
+@check("Add")
+def _check_add(op: Operation, opset: int) -> str | None:
+    if op.inputs[0].dtype.is_string:
+        return "on strings (ONNX's Add does not concatenate)"
+    return None
+
+
+@check("Equal", "NotEqual")
+def _check_equal(op: Operation, opset: int) -> str | None:
+    if op.inputs[0].dtype.is_string and opset < 19:
+        return "on strings (ONNX's Equal takes strings from opset 19: pass opset=19)"
+    return None
+
+
+@lowering("NotEqual")
+def _not_equal(em: _Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Not", [em.node("Equal", ins)])]
+
+
+@lowering("Conj")
+def _conj(em: _Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Identity", ins)]  # real inputs only: complex ones are refused
+
+
+@lowering("AddN")
+def _add_n(em: _Emitter, op: Operation, ins: list) -> list:
+    total = ins[0] if len(ins) > 1 else em.node("Identity", ins)
+    for x in ins[1:]:  # in order, as TensorFlow's CPU kernel adds them
+        total = em.node("Add", [total, x])
+    return [total]
+
+
+@lowering("FloorDiv", "FloorMod")
+def _floor_div_mod(em: _Emitter, op: Operation, ins: list) -> list:
+    """Integer floor division and Python's remainder. ONNX's Mod(fmod=0) is Python's %
+    for integers; x // y = (x - x % y) / y divides exactly. A zero divisor (and MIN / -1,
+    which overflows in C) is replaced by 1 so no backend traps: TensorFlow raises there."""
+    x, y = ins
+    dtype = op.inputs[0].dtype
+    bad = em.node("Equal", [y, em.scalar(dtype, 0)])
+    if not dtype.is_unsigned:
+        bad = em.node("Or", [bad, em.node("Equal", [y, em.scalar(dtype, -1)])])
+    safe = em.node("Where", [bad, em.scalar(dtype, 1), y])
+    mod = em.node("Mod", [x, safe], fmod=0)
+    if op.type == "FloorMod":
+        return [mod]
+    div = em.node("Div", [em.node("Sub", [x, mod]), safe])
+    if dtype.is_unsigned:
+        return [div]
+    minus_one = em.node("Equal", [y, em.scalar(dtype, -1)])
+    return [em.node("Where", [minus_one, em.node("Neg", [x]), div])]
+
+
+@lowering("Cast")
+def _cast(em: _Emitter, op: Operation, ins: list) -> list:
+    return [em.cast(ins[0], op.attrs["DstT"])]
+
+
+# -- array ops ---------------------------------------------------------------------------------
+@lowering("Const")
+def _const(em: _Emitter, op: Operation, ins: list) -> list:
+    value = np.asarray(op.attrs["value"])
+    name = em.unique(op.outputs[0].name)
+    if value.dtype == object:
+        tensor = em.h.make_tensor(name, em.onnx.TensorProto.STRING, value.shape,
+                                  [bytes(v) for v in value.reshape(-1)])
+    else:
+        tensor = em.onnx.numpy_helper.from_array(np.ascontiguousarray(value), name)
+    em.initializers.append(tensor)
+    return [name]
+
+
+@lowering("Shape", "Size")
+def _shape_size(em: _Emitter, op: Operation, ins: list) -> list:
+    value = em.node(op.type, ins)
+    out_type = op.attrs["out_type"]
+    return [value if out_type == int64 else em.cast(value, out_type)]
+
+
+@lowering("Rank")
+def _rank(em: _Emitter, op: Operation, ins: list) -> list:
+    return [em.cast(em.node("Size", [em.node("Shape", ins)]), op.outputs[0].dtype)]
+
+
+@lowering("Reshape")
+def _reshape(em: _Emitter, op: Operation, ins: list) -> list:
+    # allowzero: a 0 in TensorFlow's shape is a 0, not "copy the input's dim"
+    return [em.node("Reshape", [ins[0], em.i64(ins[1], op.inputs[1].dtype)], allowzero=1)]
+
+
+@lowering("Range")
+def _range(em: _Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Range", ins)]
+
+
+@lowering("Fill")
+def _fill(em: _Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Expand", [ins[1], em.i64(ins[0], op.inputs[0].dtype)])]
+
+
+@lowering("BroadcastTo")
+def _broadcast_to(em: _Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Expand", [ins[0], em.i64(ins[1], op.inputs[1].dtype)])]
+
+
+@lowering("ZerosLike", "OnesLike")
+def _zeros_ones_like(em: _Emitter, op: Operation, ins: list) -> list:
+    dtype = op.outputs[0].dtype
+    fill = em.scalar(dtype, 1 if op.type == "OnesLike" else 0)
+    return [em.node("Expand", [fill, em.node("Shape", ins)])]
+
+
+def _constant_int(op: Operation, index: int) -> int | None:
+    from graphflow.inference import constant_value
+    value = constant_value(op.inputs[index])
+    return None if value is None or np.ndim(value) > 1 or np.size(value) != 1 \
+        else int(np.ravel(value)[0])
+
+
+@check("ConcatV2")
+def _check_concat(op: Operation, opset: int) -> str | None:
+    if _constant_int(op, len(op.inputs) - 1) is None:
+        return "with an axis that is not a constant (ONNX's Concat takes it as an attribute)"
+    return None
+
+
+@lowering("ConcatV2")
+def _concat(em: _Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Concat", ins[:-1], axis=_constant_int(op, len(ins) - 1))]
+
+
+@lowering("ExpandDims")
+def _expand_dims(em: _Emitter, op: Operation, ins: list) -> list:
+    axis = em.node("Reshape", [em.i64(ins[1], op.inputs[1].dtype), em.const([1], np.int64)])
+    return [em.node("Unsqueeze", [ins[0], axis])]
+
+
+@lowering("Squeeze")
+def _squeeze(em: _Emitter, op: Operation, ins: list) -> list:
+    dims = list(op.attrs["squeeze_dims"])
+    return [em.node("Squeeze", ins + ([em.const(dims, np.int64)] if dims else []))]
+
+
+@lowering("Pack")
+def _pack(em: _Emitter, op: Operation, ins: list) -> list:
+    axis = op.attrs["axis"]
+    rows = [em.node("Unsqueeze", [x, em.const([axis], np.int64)]) for x in ins]
+    return [rows[0] if len(rows) == 1 else em.node("Concat", rows, axis=axis)]
+
+
+@lowering("Unpack")
+def _unpack(em: _Emitter, op: Operation, ins: list) -> list:
+    num, axis = op.attrs["num"], op.attrs["axis"]
+    if num == 0:
+        return []
+    parts = [ins[0]] if num == 1 else em.node("Split", ins, n_out=num, axis=axis, num_outputs=num)
+    return [em.node("Squeeze", [p, em.const([axis], np.int64)]) for p in parts]
+
+
+@lowering("Pad")
+def _pad(em: _Emitter, op: Operation, ins: list) -> list:
+    # TF's paddings [[before, after], ...] -> ONNX's [befores..., afters...]
+    paddings = em.node("Transpose", [em.i64(ins[1], op.inputs[1].dtype)], perm=[1, 0])
+    pads = em.node("Reshape", [paddings, em.const([-1], np.int64)])
+    return [em.node("Pad", [ins[0], pads, em.scalar(op.outputs[0].dtype, 0)])]
+
+
+@lowering("Slice")
+def _slice(em: _Emitter, op: Operation, ins: list) -> list:
+    begin = em.i64(ins[1], op.inputs[1].dtype)
+    size = em.i64(ins[2], op.inputs[2].dtype)
+    to_end = em.node("Equal", [size, em.const(-1, np.int64)])  # size -1: to the end
+    end = em.node("Where", [to_end, em.const(INT64_MAX, np.int64), em.node("Add", [begin, size])])
+    return [em.node("Slice", [ins[0], begin, end])]
+
+
+@lowering("Sum")
+def _sum(em: _Emitter, op: Operation, ins: list) -> list:
+    axes = em.node("Reshape", [em.i64(ins[1], op.inputs[1].dtype), em.const([-1], np.int64)])
+    # no axes reduce nothing in TensorFlow (ONNX's default reduces everything)
+    return [em.node("ReduceSum", [ins[0], axes], keepdims=int(op.attrs["keep_dims"]),
+                    noop_with_empty_axes=1)]
+
+
+# -- variables (frozen from a session) -----------------------------------------------------------
+@lowering("VarHandleOp")
+def _var_handle(em: _Emitter, op: Operation, ins: list) -> list:
+    return [None]  # its readers take the frozen value directly
+
+
+@lowering("ReadVariableOp")
+def _read_variable(em: _Emitter, op: Operation, ins: list) -> list:
+    return [em.const(em.frozen[op.inputs[0].op])]
+
+
+@lowering("ResourceGather")
+def _resource_gather(em: _Emitter, op: Operation, ins: list) -> list:
+    table = em.const(em.frozen[op.inputs[0].op])
+    return [em.node("Gather", [table, em.i64(ins[1], op.inputs[1].dtype)], axis=0)]
+
+
+# -- the scatter / gather / partition / stitch family --------------------------------------------
+@check("ScatterNd", "TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub",
+       "TensorScatterMin", "TensorScatterMax", "GatherNd")
+def _check_indexing(op: Operation, opset: int) -> str | None:
+    if op.attrs.get("bad_indices_policy", "") == "IGNORE":
+        return "with bad_indices_policy='IGNORE' (not lowered to ONNX)"
+    if op.type == "ScatterNd" and op.outputs[0].dtype.is_string:
+        return "on strings (ONNX's ScatterND cannot concatenate duplicates)"
+    return None
+
+
+def _index_rows(em: _Emitter, indices: str) -> tuple[str, str, str]:
+    """indices [..., K] as int64 rows [n, K]; the row count n as a [1] value; K as [1]."""
+    shape = em.node("Shape", [indices])
+    depth = em.slice1(shape, -1)
+    n = em.node("ReduceProd", [em.slice1(shape, 0, -1)], keepdims=1)
+    rows = em.node("Reshape", [indices, em.node("Concat", [n, depth], axis=0)], allowzero=1)
+    return rows, n, depth
+
+
+def _scatter_reduce(em: _Emitter, op: Operation, tensor: str, indices: str, updates: str,
+                    reduction: str) -> str:
+    dtype = op.outputs[0].dtype
+    if reduction in ("min", "max") and dtype.is_floating:
+        # a NaN update never wins (TensorFlow's kernels): make it the identity first
+        worst = em.scalar(dtype, -np.inf if reduction == "max" else np.inf)
+        updates = em.node("Where", [em.node("IsNaN", [updates]), worst, updates])
+    return em.node("ScatterND", [tensor, indices, updates], reduction=reduction)
+
+
+@lowering("ScatterNd")
+def _scatter_nd(em: _Emitter, op: Operation, ins: list) -> list:
+    """zeros(shape) + updates at indices, duplicates summed (bools OR-ed, as max)."""
+    indices = em.i64(ins[0], op.inputs[0].dtype)
+    shape = em.i64(ins[2], op.inputs[2].dtype)
+    dtype = op.outputs[0].dtype
+    if dtype.is_bool:
+        from graphflow.dtypes import int32
+        zeros = em.node("Expand", [em.scalar(int32, 0), shape])
+        out = em.node("ScatterND", [zeros, indices, em.cast(ins[1], int32)], reduction="max")
+        return [em.cast(out, dtype)]
+    zeros = em.node("Expand", [em.scalar(dtype, 0), shape])
+    return [em.node("ScatterND", [zeros, indices, ins[1]], reduction="add")]
+
+
+@lowering("TensorScatterAdd", "TensorScatterSub", "TensorScatterMin", "TensorScatterMax")
+def _tensor_scatter_reduce(em: _Emitter, op: Operation, ins: list) -> list:
+    tensor, indices, updates = ins
+    indices = em.i64(indices, op.inputs[1].dtype)
+    kind = op.type[len("TensorScatter"):].lower()
+    if kind == "sub":  # x - u1 - u2 == x + (-u1) + (-u2), also for -0.0 (Neg, not 0 - u)
+        dtype = op.outputs[0].dtype
+        updates = em.node("Sub", [em.scalar(dtype, 0), updates]) if dtype.is_unsigned \
+            else em.node("Neg", [updates])
+        kind = "add"
+    return [_scatter_reduce(em, op, tensor, indices, updates, kind)]
+
+
+def _last_writers(em: _Emitter, slots_shape: str, rows: str, n: str, scatter: str) -> str:
+    """For each slot (a tensor of ``slots_shape``), the position of the last row of
+    ``rows`` that writes it, or -1: positions 0..n-1 scattered with reduction max."""
+    positions = em.node("Range", [em.const(0, np.int64), em.node("Squeeze", [n]),
+                                  em.const(1, np.int64)])
+    nobody = em.node("Expand", [em.const(-1, np.int64), slots_shape])
+    if scatter == "ScatterND":
+        return em.node("ScatterND", [nobody, rows, positions], reduction="max"), positions
+    return em.node("ScatterElements", [nobody, rows, positions], axis=0, reduction="max"), \
+        positions
+
+
+@lowering("TensorScatterUpdate")
+def _tensor_scatter_update(em: _Emitter, op: Operation, ins: list) -> list:
+    """TensorFlow's last write wins: keep only each slot's last writer, then write those
+    (no duplicates left, so ScatterND's undefined order no longer matters)."""
+    tensor, indices, updates = ins
+    rows, n, depth = _index_rows(em, em.i64(indices, op.inputs[1].dtype))
+    n_lead = em.node("Sub", [em.node("Size", [em.node("Shape", [indices])]),
+                             em.const(1, np.int64)])
+    upd_rest = em.slice1(em.node("Shape", [updates]),
+                         em.node("Reshape", [n_lead, em.const([1], np.int64)]))
+    upd_rows = em.node("Reshape", [updates, em.node("Concat", [n, upd_rest], axis=0)],
+                       allowzero=1)
+    slots_shape = em.slice1(em.node("Shape", [tensor]), 0, depth)
+    winners, positions = _last_writers(em, slots_shape, rows, n, "ScatterND")
+    wins = em.node("Equal", [em.node("GatherND", [winners, rows]), positions])
+    return [em.node("ScatterND", [tensor, em.node("Compress", [rows, wins], axis=0),
+                                  em.node("Compress", [upd_rows, wins], axis=0)])]
+
+
+@lowering("GatherNd")
+def _gather_nd(em: _Emitter, op: Operation, ins: list) -> list:
+    indices = em.i64(ins[1], op.inputs[1].dtype)
+    return [em.node("GatherND", [ins[0], indices], batch_dims=op.attrs["batch_dims"])]
+
+
+@lowering("DynamicPartition")
+def _dynamic_partition(em: _Emitter, op: Operation, ins: list) -> list:
+    """Output i = the rows of data (partitions' dims flattened) whose id is i, in order."""
+    ids, rows = em.flat_rows(ins[0], ins[1])
+    return [em.node("Compress", [rows, em.node("Equal", [ids, em.const(i, np.int32)])], axis=0)
+            for i in range(op.attrs["num_partitions"])]
+
+
+@lowering("DynamicStitch", "ParallelDynamicStitch")
+def _dynamic_stitch(em: _Emitter, op: Operation, ins: list) -> list:
+    """merged[indices[m][i]] = data[m][i], the later (m, i) winning; max(index) + 1 rows,
+    zeros where no index points. Each slot's last writer w (or -1) is found with a
+    max-scatter of positions; the result is rows w + 1 of [zero row; all data rows]."""
+    n = len(ins) // 2
+    flat_ids, flat_rows = [], []
+    for indices, data in zip(ins[:n], ins[n:]):
+        ids, rows = em.flat_rows(data, em.i64(indices, op.inputs[0].dtype))
+        flat_ids.append(ids)
+        flat_rows.append(rows)
+    ids = flat_ids[0] if n == 1 else em.node("Concat", flat_ids, axis=0)
+    rows = flat_rows[0] if n == 1 else em.node("Concat", flat_rows, axis=0)
+    size = em.node("Add", [em.node("ReduceMax", [em.node("Concat", [ids, em.const([-1], np.int64)],
+                                                         axis=0)], keepdims=1),
+                           em.const([1], np.int64)])
+    winners, _ = _last_writers(em, size, ids, em.node("Shape", [ids]), "ScatterElements")
+    row_shape = em.node("Concat", [em.const([1], np.int64),
+                                   em.slice1(em.node("Shape", [rows]), 1)], axis=0)
+    zero_row = em.node("Expand", [em.scalar(op.outputs[0].dtype, 0), row_shape])
+    table = em.node("Concat", [zero_row, rows], axis=0)
+    return [em.node("Gather", [table, em.node("Add", [winners, em.const(1, np.int64)])], axis=0)]
