@@ -1,0 +1,371 @@
+"""A graphflow Graph as a TensorFlow GraphDef: ``gf.export_tf_graph(graph, path)``.
+
+Each node is written as the TensorFlow op it stands for, under TensorFlow 2.21's
+op and attr names (``RESOURCE_OPS`` below renames, ``TF_DEFAULTS`` adds the attrs
+TensorFlow has and graphflow leaves out, with TF's values), so that TF's
+``tf.compat.v1.import_graph_def`` runs it with graphflow's results. Ops TF lacks
+are lowered to ops it has: GatherNd with ``batch_dims`` and the gradients'
+``_BatchIndexTuples`` become Shape/Range/BroadcastTo/ConcatV2 around a plain
+GatherNd (``LOWERINGS``). Any other op (graphflow's internal ops, user ops) is
+refused in one UnimplementedError that names every such node.
+
+``tf_graph_def(graph, strict=False)`` writes every node as it is instead (graphflow's
+op types and attrs): the picture of the graph that TensorBoard shows
+(``gf.summary.FileWriter``). The messages are tensorboardX's generated classes.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from ..dtypes import DType, dtype_of_array, int64
+from ..errors import InvalidArgumentError, UnimplementedError
+from ..graph import Graph, Operation, Output
+from ..shapes import TensorShape
+from . import tf_proto
+
+#: GraphDef.versions.producer of the graphs TensorFlow 2.21 writes.
+TF_PRODUCER = 2474
+
+#: graphflow op types written under the same name, inputs and attrs as TensorFlow's.
+SAME_AS_TF = frozenset({
+    "Add", "AddN", "AssignAddVariableOp", "AssignSubVariableOp", "BroadcastGradientArgs",
+    "BroadcastTo", "Cast", "ConcatV2", "Conj", "Const", "DynamicPartition", "DynamicStitch",
+    "ExpandDims", "Fill", "FloorDiv", "FloorMod", "GatherNd", "Greater", "Identity", "Less",
+    "LogicalAnd", "LogicalNot", "LogicalOr", "Maximum", "Minimum", "Mul", "Neg", "NoOp",
+    "OnesLike", "Pack", "Pad", "ParallelDynamicStitch", "Placeholder", "Range", "Rank",
+    "ReadVariableOp", "RealDiv", "Reshape", "ScatterNd", "SelectV2", "Shape", "Size", "Slice",
+    "Squeeze", "StopGradient", "Sub", "Sum", "TensorScatterAdd", "TensorScatterMax",
+    "TensorScatterMin", "TensorScatterSub", "TensorScatterUpdate", "Unpack", "ZerosLike",
+    "Equal", "NotEqual", "VarHandleOp", "AssignVariableOp", "ResourceGather",
+    "ResourceApplyAdagrad", "ResourceSparseApplyAdagrad",
+})
+
+#: Ops whose variable dtype attr graphflow calls ``dtype`` and TensorFlow ``T``.
+RESOURCE_OPS = frozenset({"ResourceScatterNdAdd", "ResourceScatterNdSub", "ResourceScatterNdMin",
+                          "ResourceScatterNdMax", "ResourceScatterNdUpdate"})
+
+#: TensorFlow attrs graphflow's ops do not carry: (kind, the value TF's own graphs hold).
+TF_DEFAULTS: Mapping[str, Mapping[str, tuple[str, Any]]] = {
+    "Equal": {"incompatible_shape_error": ("bool", True)},
+    "NotEqual": {"incompatible_shape_error": ("bool", True)},
+    "VarHandleOp": {"container": ("string", ""), "debug_name": ("string", ""),
+                    "allowed_devices": ("list(string)", ())},
+    "AssignVariableOp": {"validate_shape": ("bool", False)},
+    "ResourceGather": {"batch_dims": ("int", 0), "validate_indices": ("bool", True)},
+    "ResourceApplyAdagrad": {"use_locking": ("bool", False), "update_slots": ("bool", True)},
+    "ResourceSparseApplyAdagrad": {"use_locking": ("bool", False),
+                                   "update_slots": ("bool", True)},
+    **{op: {"use_locking": ("bool", True)} for op in RESOURCE_OPS},
+}
+
+#: graphflow attrs TensorFlow's op lacks (dropped once the op is lowered past them).
+_DROPPED = {"GatherNd": ("batch_dims",)}
+
+
+
+class _ResourceType:
+    """The TF dtype of a VarHandleOp's output (DT_RESOURCE; graphflow holds a string)."""
+
+    def __repr__(self) -> str:
+        return "resource"
+
+
+_RESOURCE = _ResourceType()
+
+
+class _Writer:
+    """Builds the NodeDefs of one GraphDef: names, tensor references, TF dtypes."""
+
+    def __init__(self, graph: Graph, strict: bool, clear_devices: bool, add_shapes: bool):
+        self.pb = tf_proto.protos()
+        self.graph_def = self.pb.GraphDef()
+        self.graph_def.versions.producer = TF_PRODUCER
+        self.strict = strict
+        self.clear_devices = clear_devices
+        self.add_shapes = add_shapes
+        self.taken = {op.name for op in graph.operations()}
+        self.refs: dict[Output, str] = {}        # graphflow output -> TF tensor reference
+        self.tf_types: dict[str, Any] = {}       # TF tensor reference -> DType or _RESOURCE
+
+    # -- names -------------------------------------------------------------------------
+    def fresh(self, name: str) -> str:
+        """``name``, or ``name_1``... if the graph or an earlier lowering took it."""
+        unique, i = name, 0
+        while unique in self.taken:
+            i += 1
+            unique = f"{name}_{i}"
+        self.taken.add(unique)
+        return unique
+
+    def ref(self, output: Output) -> str:
+        return self.refs[output]
+
+    # -- nodes -------------------------------------------------------------------------
+    def node(self, name: str, op_type: str, inputs: Iterable[str], attrs: Mapping[str, Any],
+             device: str = "", controls: Iterable[str] = (),
+             outputs: Iterable[tuple[Any, TensorShape | None]] = ()) -> list[str]:
+        """Add one NodeDef; returns the references of its outputs. ``attrs``: {name: (kind,
+        value)}; ``outputs``: each output's TF dtype and static shape (None: unknown, then
+        no ``_output_shapes``)."""
+        node = self.graph_def.node.add(name=name, op=op_type)
+        node.input.extend(list(inputs) + [f"^{c}" for c in controls])
+        if device and not self.clear_devices:
+            node.device = device
+        for key, (kind, value) in attrs.items():
+            node.attr[key].CopyFrom(self.attr(kind, value, name, op_type, key))
+        outputs = list(outputs)
+        shapes = [shape for _, shape in outputs]
+        if self.add_shapes and outputs and all(s is not None for s in shapes):
+            node.attr["_output_shapes"].list.shape.extend(
+                tf_proto.shape_to_proto(s, self.pb) for s in shapes)
+        refs = [name if i == 0 else f"{name}:{i}" for i in range(len(outputs))]
+        for r, (dtype, _) in zip(refs, outputs):
+            self.tf_types[r] = dtype
+        return refs
+
+    def const(self, name: str, value: np.ndarray, device: str = "") -> str:
+        """A Const node holding ``value``; returns its reference."""
+        value = np.asarray(value)
+        dtype = dtype_of_array(value)
+        return self.node(self.fresh(name), "Const", [], {
+            "value": ("tensor", value), "dtype": ("type", dtype)},
+            device, outputs=[(dtype, TensorShape(value.shape))])[0]
+
+    def attr(self, kind: str, value: Any, node: str, op_type: str, key: str):
+        """One attr as an AttrValue; in strict mode a value TF cannot hold is an error,
+        in the graph view its text."""
+        if value is _RESOURCE:
+            return self.pb.AttrValue(type=tf_proto.DT_RESOURCE)
+        try:
+            return tf_proto.attr_to_proto(kind, value, self.pb)
+        except (TypeError, ValueError, KeyError) as e:
+            if self.strict:
+                raise InvalidArgumentError(f"attr '{key}' ({kind}) cannot be written to a "
+                                           f"TensorFlow GraphDef: {e}", node, op_type) from None
+            return self.pb.AttrValue(s=str(value).encode("utf-8"))
+
+    # -- graphflow ops -----------------------------------------------------------------
+    def write(self, op: Operation) -> None:
+        """Add ``op`` (lowered where TF needs it) and record its outputs' references."""
+        if self.strict:
+            lower = LOWERINGS.get(op.type)
+            refs = lower(self, op) if lower is not None else None
+            if refs is None:
+                refs = self.write_as_is(op, *tf_form(op))
+        else:
+            refs = self.write_as_is(op, op.type, _kinded(op))
+        for output, r in zip(op.outputs, refs):
+            self.refs[output] = r
+
+    def write_as_is(self, op: Operation, op_type: str, attrs: dict) -> list[str]:
+        """``op`` as one node of type ``op_type`` with ``attrs`` (type attrs of inputs
+        that are resource handles say so, as TF's)."""
+        inputs = [self.ref(i) for i in op.inputs]
+        groups, start = [], 0
+        for spec, n in zip(op.op_def.inputs, op.arg_lengths):
+            groups.append((spec, inputs[start:start + n]))
+            start += n
+        for spec, refs in groups:
+            if spec.type_attr and refs and self.tf_types.get(refs[0]) is _RESOURCE:
+                attrs[spec.type_attr] = _RESOURCE
+        outputs = [(_RESOURCE if op.type == "VarHandleOp" else o.dtype, o.shape)
+                   for o in op.outputs]
+        return self.node(op.name, op_type, inputs, attrs, op.device,
+                         [c.name for c in op.control_inputs], outputs)
+
+
+def _kinded(op: Operation) -> dict[str, tuple[str, Any]]:
+    """``op``'s attrs as {name: (kind, value)}."""
+    return {k: (op.op_def.attrs[k].kind if k in op.op_def.attrs else "string", v)
+            for k, v in op.attrs.items()}
+
+
+def tf_form(op: Operation) -> tuple[str, dict]:
+    """The TF op type and attrs ({name: (kind, value)}) of ``op`` written as one node:
+    TF's names, TF's values for the attrs graphflow lacks."""
+    attrs = _kinded(op)
+    if op.type in RESOURCE_OPS:
+        attrs["T"] = attrs.pop("dtype")
+    if op.type == "VarHandleOp":  # TF 1.x names a graph's variable after its handle node
+        attrs["shared_name"] = ("string", op.attrs["shared_name"] or op.name)
+    for key in _DROPPED.get(op.type, ()):
+        attrs.pop(key, None)
+    for key, value in TF_DEFAULTS.get(op.type, {}).items():
+        attrs.setdefault(key, value)
+    return op.type, attrs
+
+
+def has_tf_counterpart(op_type: str) -> bool:
+    """Whether ``export_tf_graph`` can write an op of this type."""
+    return op_type in SAME_AS_TF or op_type in RESOURCE_OPS or op_type in LOWERINGS
+
+
+# -- lowerings -------------------------------------------------------------------------
+def _lower_gather_nd(w: _Writer, op: Operation) -> list[str] | None:
+    """GatherNd(params, indices, batch_dims=b > 0) -> GatherNd(params, tuples) whose
+    tuples have each element's batch position prepended (TF's GatherNd op has no
+    batch_dims; tf.gather_nd lowers it in Python much the same way)."""
+    b = op.attrs["batch_dims"]
+    if b == 0:
+        return None
+    params, indices = op.inputs
+    tindices = op.attrs["Tindices"]
+    params_shape = w.node(w.fresh(f"{op.name}/params_shape"), "Shape", [w.ref(params)],
+                          {"T": ("type", params.dtype), "out_type": ("type", tindices)},
+                          op.device,
+                          outputs=[(tindices, TensorShape([params.shape.rank]))])[0]
+    tuples = _batch_index_tuples(w, op, params_shape, w.ref(indices), indices, b, tindices)
+    _, attrs = tf_form(op)
+    attrs["Tindices"] = ("type", int64)
+    return w.node(op.name, "GatherNd", [w.ref(params), tuples], attrs, op.device,
+                  [c.name for c in op.control_inputs], [(o.dtype, o.shape) for o in op.outputs])
+
+
+def _lower_batch_index_tuples(w: _Writer, op: Operation) -> list[str]:
+    """_BatchIndexTuples(params_shape, indices) in TF's ops, named after the op."""
+    params_shape, indices = op.inputs
+    return [_batch_index_tuples(w, op, w.ref(params_shape), w.ref(indices), indices,
+                                op.attrs["batch_dims"], op.attrs["Tindices"], name=op.name)]
+
+
+def _batch_index_tuples(w: _Writer, op: Operation, params_shape: str, indices_ref: str,
+                        indices: Output, b: int, tindices: DType, name: str | None = None
+                        ) -> str:
+    """int64 tuples[p..., :] = (p[:b]) + indices[p..., :], shaped params_shape[:b] +
+    indices.shape[b:-1] + [b + depth]: a BroadcastTo of a Range per batch dim,
+    concatenated before the indices."""
+    rank = indices.shape.rank
+    if rank is None:
+        raise UnimplementedError(f"Cannot export {op.type} with batch_dims={b} to TensorFlow: "
+                                 f"its indices '{indices.name}' have an unknown rank",
+                                 op.name, op.type)
+    at, dev = f"{op.name}/batch_tuples", op.device
+
+    def add(suffix, op_type, inputs, attrs):
+        return w.node(w.fresh(f"{at}/{suffix}"), op_type, inputs, _plain(attrs), dev,
+                      outputs=[(int64, None)])[0]
+
+    def const(suffix, value):
+        return w.const(f"{at}/{suffix}", np.asarray(value, np.int64), dev)
+
+    def int64_of(ref, dtype, suffix):
+        return ref if dtype == int64 else add(suffix, "Cast", [ref], {
+            "SrcT": dtype, "DstT": int64, "Truncate": False})
+
+    shape64 = int64_of(params_shape, tindices, "params_shape")
+    index_shape = add("indices_shape", "Shape", [indices_ref],
+                      {"T": indices.dtype, "out_type": int64})
+    batch = add("batch_shape", "Slice", [shape64, const("zero", [0]), const("b", [b])],
+                {"T": int64, "Index": int64})
+    inner = add("inner_shape", "Slice", [index_shape, const("b_begin", [b]),
+                                         const("inner_size", [rank - 1 - b])],
+                {"T": int64, "Index": int64})
+    axis0 = const("axis0", 0)
+    prefix = add("prefix_shape", "ConcatV2", [batch, inner, axis0],
+                 {"N": 2, "T": int64, "Tidx": int64})
+    last = const("last_axis", -1)
+    parts = []
+    for k in range(b):
+        dim = add(f"dim{k}", "Reshape", [
+            add(f"dim{k}_slice", "Slice", [shape64, const(f"k{k}", [k]), const("one", [1])],
+                {"T": int64, "Index": int64}), const("scalar", np.zeros(0, np.int64))],
+            {"T": int64, "Tshape": int64})
+        positions = add(f"range{k}", "Range", [const("start", 0), dim, const("delta", 1)],
+                        {"Tidx": int64})
+        along = [1] * k + [-1] + [1] * (rank - 2 - k)
+        column = add(f"column{k}", "Reshape", [positions, const(f"along{k}", along)],
+                     {"T": int64, "Tshape": int64})
+        spread = add(f"broadcast{k}", "BroadcastTo", [column, prefix],
+                     {"T": int64, "Tidx": int64})
+        parts.append(add(f"expand{k}", "ExpandDims", [spread, last],
+                         {"T": int64, "Tdim": int64}))
+    parts.append(int64_of(indices_ref, tindices, "indices"))
+    attrs = {"N": len(parts), "T": int64, "Tidx": int64}
+    if name is None:
+        return add("tuples", "ConcatV2", parts + [last], attrs)
+    return w.node(name, "ConcatV2", parts + [last], _plain(attrs), dev,
+                  [c.name for c in op.control_inputs],
+                  [(o.dtype, o.shape) for o in op.outputs])[0]
+
+
+def _plain(attrs: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
+    """{name: (kind, value)} for attrs of dtypes, bools and ints."""
+    def kind(v):
+        return "type" if isinstance(v, DType) else "bool" if isinstance(v, bool) else "int"
+    return {k: (kind(v), v) for k, v in attrs.items()}
+
+
+#: graphflow op type -> writer of the TF nodes computing it (None: write it as is).
+LOWERINGS: dict[str, Callable[[_Writer, Operation], list[str] | None]] = {
+    "GatherNd": _lower_gather_nd,
+    "_BatchIndexTuples": _lower_batch_index_tuples,
+}
+
+
+# -- public ----------------------------------------------------------------------------
+def tf_graph_def(graph: Graph, strict: bool = True, clear_devices: bool = False,
+                 add_shapes: bool = True):
+    """``graph`` as a tensorboardX ``GraphDef`` message.
+
+    ``strict=True``: TensorFlow's ops and attrs, lowered where TF needs it; ops with no
+    TensorFlow counterpart raise one UnimplementedError naming every such node.
+    ``strict=False``: every node as graphflow has it (for TensorBoard's graph view).
+    ``clear_devices`` leaves device strings out; ``add_shapes`` writes each node's
+    static output shapes as attr ``_output_shapes`` (TensorBoard labels edges with them).
+    """
+    if not isinstance(graph, Graph):
+        raise TypeError(f"export to TensorFlow takes a gf.Graph, got {type(graph).__name__} "
+                        f"{graph!r}")
+    ops = graph.operations()
+    if strict:
+        _check_exportable(ops)
+    writer = _Writer(graph, strict, clear_devices, add_shapes)
+    for op in ops:  # creation order is a topological order
+        writer.write(op)
+    return writer.graph_def
+
+
+def _check_exportable(ops: list[Operation]) -> None:
+    missing: dict[str, list[str]] = {}
+    for op in ops:
+        if not has_tf_counterpart(op.type):
+            missing.setdefault(op.type, []).append(op.name)
+    if not missing:
+        return
+    listed = "; ".join(f"{t} (node{'s' if len(n) > 1 else ''} {', '.join(map(repr, n))})"
+                       for t, n in missing.items())
+    nodes = [n for names in missing.values() for n in names]
+    raise UnimplementedError(
+        f"Cannot export to TensorFlow: {len(nodes)} node{'s' if len(nodes) > 1 else ''} of "
+        f"op types TensorFlow has no counterpart for: {listed}",
+        nodes[0] if len(nodes) == 1 else None,
+        next(iter(missing)) if len(nodes) == 1 else None)
+
+
+def export_tf_graph(graph: Graph, path: "str | os.PathLike", clear_devices: bool = False,
+                    add_shapes: bool = True):
+    """Write ``graph`` as a TensorFlow GraphDef to ``path``: text format if it ends in
+    ``.pbtxt``, binary otherwise. TensorFlow's ``tf.compat.v1.import_graph_def`` runs
+    it with graphflow's results; node names stay graphflow's. Returns the message.
+
+    UnimplementedError (before anything is written) names every node of an op type
+    TensorFlow has no counterpart for (graphflow's internal ops, user ops).
+    """
+    graph_def = tf_graph_def(graph, strict=True, clear_devices=clear_devices,
+                             add_shapes=add_shapes)
+    path = os.fspath(path)
+    if path.lower().endswith(".pbtxt"):
+        from google.protobuf import text_format
+        data = text_format.MessageToString(graph_def).encode("utf-8")
+    else:
+        data = graph_def.SerializeToString()
+    with open(path, "wb") as f:
+        f.write(data)
+    return graph_def
+
+
+__all__ = ["export_tf_graph", "tf_graph_def", "has_tf_counterpart", "SAME_AS_TF",
+           "RESOURCE_OPS", "TF_DEFAULTS", "LOWERINGS", "TF_PRODUCER"]
