@@ -31,6 +31,8 @@ from .variables import Variable, global_variables, global_variables_initializer 
 from . import train  # noqa: E402
 from . import nn  # noqa: E402
 from .interop.onnx_export import export_onnx  # noqa: E402  (imports onnx only when called)
+from .interop.tf_export import export_tf_graph  # noqa: E402  (protobuf only when called)
+from . import summary  # noqa: E402  (tensorboardX only when used)
 
 __version__ = "0.1.0"
 
@@ -44,4 +46,5 @@ __all__ = [
     "GradientCheck", "Variable", "global_variables", "global_variables_initializer", "train",
     "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
     "uint32", "uint64", "bool", "complex64", "complex128", "string",
+    "export_tf_graph", "summary",
 ]
