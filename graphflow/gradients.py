@@ -22,7 +22,7 @@ from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
 from .builder import as_operand
-from .dtypes import complex64, complex128, float16, float32, float64
+from .dtypes import complex64, complex128, float16, float32, float64, int64
 from .errors import InternalError, InvalidArgumentError
 from .graph import Graph, Operation, Output
 from .indexed_slices import IndexedSlices, concat_slices
@@ -97,12 +97,13 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, stop_gradients: Any = None,
         if t.graph is not graph:
             raise InvalidArgumentError(
                 f"gradients: stop_gradients tensor '{t.name}' is from another graph")
-    stop_ops = {t.op for t in stops}
+    held = set(stops)  # tensors, not ops: another output of a held tensor's op still flows
 
     root = Scope(graph).with_sub_scope(name)
     first_new_op = len(graph.operations())  # ops from here on are this call's
-    between = _ops_between(graph, [x.op for x in xs], [y.op for y in ys], stop_ops)
+    between = _ops_between(graph, [x.op for x in xs], [y.op for y in ys], held)
     _check_every_y_reaches_an_x(graph, ys, xs, between)
+    x_set = set(xs)
 
     pending: dict[Output, list] = defaultdict(list)
     for y, grad_y in zip(ys, _grad_ys(root, ys, grad_ys)):
@@ -116,12 +117,11 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, stop_gradients: Any = None,
         return summed[t]
 
     for op in sorted(between, key=lambda o: o._id, reverse=True):
-        if op in stop_ops:
-            continue
         # A held tensor still gets its own gradient (it may be an x); the walk stops there.
-        wanted = [i for i, t in enumerate(op.inputs)
-                  if is_differentiable(t) and t.op in between]
-        if not wanted or not any(o in pending for o in op.outputs if is_differentiable(o)):
+        wanted = [i for i, t in enumerate(op.inputs) if is_differentiable(t) and (
+            (t.op in between and t not in held) or t in x_set)]
+        flowing = [o for o in op.outputs if is_differentiable(o) and o not in held]
+        if not wanted or not any(o in pending for o in flowing):
             continue
         rule = op.op_def.gradient_function
         if rule is NOT_DIFFERENTIABLE:
@@ -132,8 +132,11 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, stop_gradients: Any = None,
                 f"one with @{op.type}.gradient, or op_def.not_differentiable(). Built at "
                 f"{op.site}")
         scope = root.with_sub_scope(f"{op.name}_grad")._replace(_device=op.device)
-        out_grads = [total(o, scope) if is_differentiable(o) else None for o in op.outputs]
+        out_grads = [total(o, scope) if o in flowing else None for o in op.outputs]
         out_grads = _fill_missing(scope, op, out_grads)
+        if not getattr(rule, "takes_indexed_slices", False):
+            out_grads = [g.as_output() if isinstance(g, IndexedSlices) else g
+                         for g in out_grads]
         in_grads = rule(GradContext(op, scope), *out_grads)
         _check_rule_result(op, in_grads)
         for i in wanted:
@@ -174,12 +177,18 @@ def _per_x(scope: Scope, targets: list, results: list) -> list:
 
 
 def _gather_slices(scope: Scope, read: Output, grad) -> IndexedSlices:
-    """The gradient of rows gathered from a variable, w.r.t. the variable."""
-    if isinstance(grad, IndexedSlices):
-        grad = grad.as_output()
+    """The gradient of rows gathered from a variable, w.r.t. the variable. Rows of a 1-D
+    read (an IndexedSlices from a gather of the read) map through its ids; other
+    IndexedSlices are densified first."""
     handle, indices = read.op.inputs
     shape = handle.op.attrs["shape"].as_list()
     s = scope.with_sub_scope(f"{read.op.name}_grad")._replace(_device=read.op.device)
+    if isinstance(grad, IndexedSlices):
+        if indices.shape.rank == 1:
+            rows = s.gather_nd(indices, s.expand_dims(grad.indices, -1), name="Indices")
+            return IndexedSlices(grad.values, rows, s.constant(
+                shape, dtype=indices.dtype, name="DenseShape"))
+        grad = grad.as_output()
     values = s.reshape(grad, [-1] + shape[1:], name="Values")
     flat = s.reshape(indices, [-1], name="Indices")
     return IndexedSlices(values, flat, s.constant(shape, dtype=indices.dtype, name="DenseShape"))
@@ -187,8 +196,9 @@ def _gather_slices(scope: Scope, read: Output, grad) -> IndexedSlices:
 
 # -- the walk ----------------------------------------------------------------------------
 def _ops_between(graph: Graph, from_ops: list[Operation], to_ops: list[Operation],
-                 stop_ops: set[Operation]) -> set[Operation]:
-    """Ops on a data path from an x's op to a y's op (both ends included)."""
+                 held: set[Output]) -> set[Operation]:
+    """Ops on a data path from an x's op to a y's op (both ends included) that passes
+    through no held tensor."""
     consumers: dict[Operation, list[Operation]] = defaultdict(list)
     for op in graph.operations():
         for t in op.inputs:
@@ -206,9 +216,7 @@ def _ops_between(graph: Graph, from_ops: list[Operation], to_ops: list[Operation
         if op in between:
             continue
         between.add(op)
-        if op in stop_ops:
-            continue
-        stack.extend(t.op for t in op.inputs if t.op in reached)
+        stack.extend(t.op for t in op.inputs if t.op in reached and t not in held)
     return between
 
 
@@ -251,8 +259,22 @@ def _grad_ys(scope: Scope, ys: list[Output], grad_ys: Any) -> list:
             raise InvalidArgumentError(
                 f"gradients: grad_ys for '{y.name}' has shape {grad.shape}, which is not "
                 f"compatible with the shape {y.shape} of '{y.name}'")
-        result.append(grad)
+        result.append(_checked_grad_y(scope, y, grad, len(result)))
     return result
+
+
+def _checked_grad_y(scope: Scope, y: Output, grad: Output, k: int) -> Output:
+    """``grad`` as it is when the static shapes settle that it has ``y``'s shape, else
+    checked at run time (a fed grad_y of 5 elements for a [3] y, or [2,3] for a [3] y,
+    was used as is: broadcast or silently summed)."""
+    if grad.shape.is_fully_defined() and grad.shape == y.shape:
+        return grad
+    from graphflow.ops.check_ops import AssertEqual
+    s = scope.with_sub_scope(f"grad_ys_{k}_check")._replace(_device=grad.op.device)
+    return s.create_op(
+        AssertEqual, grad, s.shape(grad, out_type=int64), s.shape(y, out_type=int64),
+        message=f"gradients: grad_ys[{k}] ('{grad.name}') has shape {{x}} at run time; "
+                f"it must have the shape {{y}} of '{y.name}'", name="GradYShape")
 
 
 def _fill_missing(scope: Scope, op: Operation, grads: list) -> list:

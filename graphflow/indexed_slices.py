@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .builder import as_operand
-from .dtypes import DType
+from .dtypes import DType, int64
 from .errors import InvalidArgumentError
 from .graph import Graph, Output
 from .shapes import TensorShape
@@ -92,27 +92,73 @@ class IndexedSlices:
 
     __radd__ = __add__
 
+    def __neg__(self) -> "IndexedSlices":
+        """The negated rows at the same indices (TensorFlow's IndexedSlices.__neg__)."""
+        from .scope import Scope
+        scope = Scope(self.graph).with_device(self.device).with_sub_scope("IndexedSlicesNeg")
+        return IndexedSlices(scope.neg(self.values, name="Values"), self.indices,
+                             self.dense_shape)
+
     def __repr__(self) -> str:
         return (f"<gf.IndexedSlices values={self.values.name} indices={self.indices.name} "
                 f"dense_shape={self.dense_shape.name} dtype={self.dtype.name}>")
 
 
 def concat_slices(parts: list[IndexedSlices], scope=None) -> IndexedSlices:
-    """One IndexedSlices holding every row of ``parts`` (their sum)."""
+    """One IndexedSlices holding every row of ``parts`` (their sum).
+
+    Indices of int32 and int64 mix as int64 (TensorFlow casts them so). The parts must
+    have one dense shape: a contradiction between static shapes is an error here, one
+    left open by them is checked when the sum runs."""
     if len(parts) == 1:
         return parts[0]
     first = parts[0]
     for p in parts[1:]:
-        if p.dtype != first.dtype or p.indices.dtype != first.indices.dtype:
+        if p.dtype != first.dtype:
             raise InvalidArgumentError(
-                f"Cannot add IndexedSlices of {p.dtype.name}/{p.indices.dtype.name} to "
-                f"IndexedSlices of {first.dtype.name}/{first.indices.dtype.name}")
+                f"Cannot add IndexedSlices of {p.dtype.name} ('{p.values.name}') to "
+                f"IndexedSlices of {first.dtype.name} ('{first.values.name}')")
     if scope is None:
         from .scope import Scope
         scope = Scope(first.graph).with_device(first.device).with_sub_scope("IndexedSlicesAdd")
+    from .inference import shape_from_tensor
+    static = [shape_from_tensor(p.dense_shape) for p in parts]  # before any cast
+    if len({p.indices.dtype for p in parts}) > 1:
+        parts = [_with_int64_indices(scope, p) for p in parts]
+    dense_shape = _one_dense_shape(scope, parts, static)
     values = scope.concat([p.values for p in parts], 0, name="Values")
     indices = scope.concat([p.indices for p in parts], 0, name="Indices")
-    return IndexedSlices(values, indices, first.dense_shape)
+    return IndexedSlices(values, indices, dense_shape)
+
+
+def _with_int64_indices(scope, p: IndexedSlices) -> IndexedSlices:
+    if p.indices.dtype == int64:
+        return p
+    return IndexedSlices(p.values, scope.cast(p.indices, int64, name="IndicesInt64"),
+                         scope.cast(p.dense_shape, int64, name="DenseShapeInt64"))
+
+
+def _one_dense_shape(scope, parts: list[IndexedSlices], static: list) -> Output:
+    """The parts' common dense_shape (their static ``static`` shapes): a build-time error
+    where static shapes differ, a run-time check where they do not settle it."""
+    first = parts[0]
+    dense_shape, known = first.dense_shape, static[0]
+    for p, shape in zip(parts[1:], static[1:]):
+        if not known.is_compatible_with(shape):
+            raise InvalidArgumentError(
+                f"Cannot add IndexedSlices with dense_shape {shape} ('{p.dense_shape.name}') "
+                f"to IndexedSlices with dense_shape {known} ('{first.dense_shape.name}')")
+        if p.dense_shape is first.dense_shape or (
+                known.is_fully_defined() and shape.is_fully_defined()):
+            continue
+        from graphflow.ops.check_ops import AssertEqual
+        dense_shape = scope.create_op(
+            AssertEqual, dense_shape, dense_shape, p.dense_shape,
+            message=f"Cannot add IndexedSlices with dense_shape {{y}} ('{p.dense_shape.name}') "
+                    f"to IndexedSlices with dense_shape {{x}} ('{first.dense_shape.name}')",
+            name="DenseShape")
+        known = known.merge_with(shape)
+    return dense_shape
 
 
 def convert_to_tensor(value: Any, dtype: DType | str | None = None) -> Output:

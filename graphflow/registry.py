@@ -46,6 +46,11 @@ def _not_differentiable(*_):  # pragma: no cover - a marker, never called
 NOT_DIFFERENTIABLE: Callable = _not_differentiable
 
 
+def _site_of(fn: Callable) -> str:
+    code = getattr(fn, "__code__", None)
+    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else repr(fn)
+
+
 # -- attrs ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class Attr:
@@ -258,6 +263,7 @@ class OpDef:
     shape_function: Callable | None = None
     kernels: list[KernelDef] = field(default_factory=list)
     gradient_function: Callable | None = None  # or NOT_DIFFERENTIABLE
+    gradient_site: str = ""                    # file:line of that declaration
 
     # derived at registration
     inferred_attrs: frozenset = frozenset()
@@ -299,12 +305,32 @@ class OpDef:
         others did). The rule returns one entry per flat input: an Output, a
         ``gf.IndexedSlices`` or None (no gradient flows to that input).
         """
+        if not callable(fn):
+            raise TypeError(f"{self.name}.gradient takes a function, got {fn!r}")
+        self._check_no_gradient_yet(_site_of(fn))
         self.gradient_function = fn
+        self.gradient_site = _site_of(fn)
         return fn
 
     def not_differentiable(self) -> None:
         """Declare that no gradient flows through this op (as TF's NotDifferentiable)."""
+        import inspect
+        caller = inspect.stack(0)[1]
+        site = f"{caller.filename}:{caller.lineno}"
+        self._check_no_gradient_yet(site)
         self.gradient_function = NOT_DIFFERENTIABLE
+        self.gradient_site = site
+
+    def _check_no_gradient_yet(self, site: str) -> None:
+        """A second declaration would silently replace the first (TF: "Registering two
+        gradient with name ..."), unless it is the same one made again (a module reloaded)."""
+        if self.gradient_function is None or self.gradient_site == site:
+            return
+        first = ("declared not differentiable" if self.gradient_function is NOT_DIFFERENTIABLE
+                 else "given a gradient")
+        raise ValueError(f"Registering two gradients for op type '{self.name}': it was "
+                         f"{first} at {self.gradient_site}; the second declaration is at "
+                         f"{site}")
 
     @property
     def differentiable(self) -> bool | None:

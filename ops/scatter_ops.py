@@ -754,6 +754,10 @@ def _gather_nd_grad(g, grad):
     # a sparse optimizer update reject it), and masking them needs a valid row to
     # point at, which an empty params lacks: IGNORE gets the dense scatter below, which
     # skips exactly those reads.
+    if isinstance(grad, IndexedSlices):  # a gather of this gather: compose or densify
+        if b == 0 and depth == 1 and policy != "IGNORE" and indices.shape.rank == 2:
+            return [_composed_rows(s, grad, params, indices), None]
+        grad = grad.as_output()
     if b == 0 and depth == 1 and policy != "IGNORE":
         return [_gathered_rows(s, grad, params, indices), None]
     shape = _shape_of(s, params, indices.dtype)
@@ -766,6 +770,17 @@ def _gather_nd_grad(g, grad):
     elif indices.shape.rank == 1:  # one tuple: ScatterNd wants it as a batch of one
         indices, grad = s.expand_dims(indices, 0), s.expand_dims(grad, 0)
     return [s.scatter_nd(indices, grad, shape, bad_indices_policy=policy), None]
+
+
+_gather_nd_grad.takes_indexed_slices = True  # graphflow/gradients.py densifies for others
+
+
+def _composed_rows(s, grad: IndexedSlices, params, indices):
+    """Rows of this gather's output (an IndexedSlices gradient) as rows of params: output
+    row k is params row indices[k, 0], so the slices' row numbers map through indices."""
+    flat = s.reshape(indices, [-1])
+    rows = s.gather_nd(flat, s.expand_dims(grad.indices, -1))
+    return IndexedSlices(grad.values, rows, _shape_of(s, params, flat.dtype))
 
 
 def _gathered_rows(s, grad, params, indices):
