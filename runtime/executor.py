@@ -14,6 +14,7 @@ is cleared when its count of unfinished readers reaches zero.
 """
 from __future__ import annotations
 
+import heapq
 import queue
 import threading
 from typing import Any, Callable, Sequence
@@ -25,10 +26,10 @@ from graphflow.graph import Graph, Output
 
 from . import passes
 from .device import Device
-from .folding import fold_constants
 from .memory import BufferPool, releaser
-from .optimizer import rewrite
+from .pipeline import PlanIR, compile_ir, initial_ir, optimizing_passes, run_pipeline
 from .placer import place
+from .specialize import MAX_SPECIALIZED, needs_specializing, specialize
 from .steps import CopyStep, KernelStep, Step
 from .tracing import RunMetadata, traced
 
@@ -51,36 +52,31 @@ class ForwardCounter:
 
 
 class Plan:
-    """A compiled (fetches, feeds) signature."""
+    """A compiled (fetches, feeds) signature.
+
+    ``feed_shapes`` makes a shape-specialized plan (runtime/specialize.py); a general
+    plan whose feeds leave shapes unknown makes those itself, per the shapes it is
+    fed (:meth:`run`)."""
 
     def __init__(self, graph: Graph, fetches: Sequence, feeds: Sequence[Output],
                  devices: Sequence[Device], config, forward_counter: ForwardCounter,
-                 resources=None):
+                 resources=None, ir: PlanIR | None = None):
         self.graph = graph
         self.feeds = list(feeds)
         self.config = config
         self.host = next(d for d in devices if d.device_type == "cpu")
-        fed = set(self.feeds)
-
-        ops = passes.prune(fetches, fed)
-        subst: dict[Output, Output] = {}
-        if config.optimize:
-            # fold constants first: fused regions then hold no constant subexpressions
-            subst = fold_constants(ops, fed, {}, devices, config)
-            if subst:
-                fetches = _substituted(fetches, subst)
-                ops = passes.prune(fetches, fed, subst)
-            cpu_only = all(d.device_type == "cpu" for d in devices)
-            rewritten = rewrite(ops, fed, fetches, fuse=cpu_only, folded=subst)
-            if rewritten:
-                subst = _chained({**subst, **rewritten})
-                fetches = _substituted(fetches, subst)
-                ops = passes.prune(fetches, fed, subst)
-        self.substitutions = subst
-        passes.require_feeds(ops, fed)
+        self._build_args = (graph, list(fetches), self.feeds, devices, config, forward_counter,
+                            resources)
+        if ir is None:
+            ir = compile_ir(fetches, feeds, devices, config)
+        self.ir = ir
+        self.substitutions = dict(ir.subst)
+        ops, fetches = list(ir.ops), list(ir.fetches)
+        passes.require_feeds(ops, ir.fed)
         self.placement = place(ops, devices, soft_placement=config.allow_soft_placement,
                                log_placement=config.log_device_placement)
-        layout = passes.locate(ops, self.placement, self.feeds, fetches, subst, devices)
+        layout = passes.locate(ops, self.placement, list(ir.feeds), fetches, ir.subst, devices)
+        layout, self.preloaded = passes.preload_constants(layout)
         live = passes.liveness(layout)
         self.buffers = BufferPool()
         passes.attach_contexts(layout, live, config, forward_counter, self.buffers, resources)
@@ -93,8 +89,12 @@ class Plan:
         self.fetch_devices = layout.fetch_devices
         self.pinned = live.pinned
         self.use_counts = live.use_counts
+        self.heavy = passes.heavy_steps(self.steps, HEAVY_ELEMENTS)
         self.parallel = config.inter_op_threads > 1 and passes.worth_parallel(
-            self.steps, HEAVY_ELEMENTS)
+            self.steps, self.heavy)
+        self._initial = [None] * self.num_slots
+        for slot, value in self.preloaded.items():
+            self._initial[slot] = value
         # one release for every kind of run: a value's buffer goes to the pool when private
         self._release = release = releaser(self.buffers)
         # a parallel run releases slots itself, when their readers are done
@@ -105,13 +105,57 @@ class Plan:
         if self.parallel:
             sched = passes.schedule(self.steps)
             self.waiting, self.dependents = sched.waiting, sched.dependents
+        # shape specialization (runtime/specialize.py): signature -> plan, or None for
+        # "run the general plan"; how often each unspecialized signature was seen
+        self._specializes = config.optimize and needs_specializing(self.feeds)
+        self._specialized: dict[tuple, Plan | None] = {}
+        self._sightings: dict[tuple, int] = {}
+        self._specialize_lock = threading.Lock()
 
     # -- running --------------------------------------------------------------------
     def run(self, feed_values: Sequence, pool=None, metadata: RunMetadata | None = None) -> list:
         """Run the plan once; ``metadata``, if given, receives one NodeEvent per step."""
+        if self._specializes:
+            plan = self._for_shapes(feed_values)
+            if plan is not None:
+                return plan._run(feed_values, pool, metadata)
+        return self._run(feed_values, pool, metadata)
+
+    def _for_shapes(self, feed_values: Sequence) -> "Plan | None":
+        """The plan specialized for the feeds' shapes, when there is (or should now be) one."""
+        key = tuple(getattr(v, "shape", None) for v in feed_values)
+        try:
+            return self._specialized[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable shape: not a plain array
+            return None
+        with self._specialize_lock:
+            if key in self._specialized:
+                return self._specialized[key]
+            seen = self._sightings[key] = self._sightings.get(key, 0) + 1
+            if seen < 2 or len(self._specialized) >= MAX_SPECIALIZED or None in key:
+                return None
+            del self._sightings[key]
+            graph, fetches, feeds, devices, config, counter, resources = self._build_args
+            ir = specialize(initial_ir(fetches, feeds), key)
+            plan = None
+            if ir is not None:
+                ir = run_pipeline(ir, optimizing_passes(devices, config))
+                plan = Plan(graph, fetches, feeds, devices, config, counter, resources, ir=ir)
+                plan._specializes = False
+            self._specialized[key] = plan
+            return plan
+
+    @property
+    def specialized(self) -> dict:
+        """The shape-specialized plans made so far: feed shapes -> Plan (None: general)."""
+        return dict(self._specialized)
+
+    def _run(self, feed_values: Sequence, pool=None, metadata: RunMetadata | None = None) -> list:
         if metadata is None and self._serial is not None:
             return self._serial(feed_values)
-        slots: list[Any] = [None] * self.num_slots
+        slots: list[Any] = list(self._initial)
         for slot, value in zip(self.feed_slots, feed_values):
             slots[slot] = value
         runs = self.runs if metadata is None else [traced(s, metadata) for s in self.steps]
@@ -143,19 +187,24 @@ class Plan:
         return value
 
     def _run_parallel(self, slots: list, pool, runs: list[Callable]) -> None:
-        steps = self.steps
+        """Run the steps as their inputs become ready: heavy ones on the pool, cheap ones
+        inline on this thread (a thread hop costs more than a small kernel). Ready steps
+        start in plan order. After a failure, steps past the failed one (in plan order)
+        no longer start, while earlier ones still run: the error reported is the first
+        in plan order, the one a serial run reports."""
+        steps, heavy, dependents = self.steps, self.heavy, self.dependents
         waiting = list(self.waiting)
         unread = list(self.use_counts)
-        release = self._release
+        release, pinned = self._release, self.pinned
         done: queue.SimpleQueue = queue.SimpleQueue()
+        errors: dict[int, BaseException] = {}
+        limit = [len(steps)]  # steps at or past it do not start (read by pool threads)
+        ready = [k for k, w in enumerate(waiting) if w == 0]
+        heapq.heapify(ready)
         in_flight = 0
-        first_error: tuple[int, BaseException] | None = None
-        # Set by the first failing step (or an interrupted coordinator): steps already
-        # queued on the pool then return at once instead of starting their kernels.
-        stop = threading.Event()
 
         def work(k: int) -> None:
-            if stop.is_set():
+            if k >= limit[0]:
                 done.put((k, _SKIPPED))
                 return
             try:
@@ -163,45 +212,59 @@ class Plan:
                     runs[k](slots)
                 done.put((k, None))
             except BaseException as e:  # noqa: BLE001 - reported by the coordinator
-                stop.set()
                 done.put((k, e))
 
-        def submit(k: int) -> None:
-            nonlocal in_flight
-            in_flight += 1
-            pool.submit(work, k)
+        def finished(k: int) -> None:
+            for i in steps[k].flat_inputs:
+                unread[i] -= 1
+                if unread[i] == 0 and i not in pinned:
+                    release(slots, i)
+            for j in dependents[k]:
+                waiting[j] -= 1
+                if waiting[j] == 0:
+                    heapq.heappush(ready, j)
+
+        def failed(k: int, err: BaseException) -> None:
+            errors[k] = err
+            limit[0] = min(limit[0], k)
 
         try:
-            for k, w in enumerate(waiting):
-                if w == 0:
-                    submit(k)
-            while in_flight:
-                k, err = done.get()
-                in_flight -= 1
-                if err is not None:
-                    if first_error is None and err is not _SKIPPED:
-                        first_error = (k, err)
-                    continue
-                for i in steps[k].flat_inputs:
-                    unread[i] -= 1
-                    if unread[i] == 0 and i not in self.pinned:
-                        release(slots, i)
-                if first_error is not None:
-                    continue
-                for j in self.dependents[k]:
-                    waiting[j] -= 1
-                    if waiting[j] == 0:
-                        submit(j)
+            with np.errstate(all="ignore"):
+                while ready or in_flight:
+                    while ready:
+                        k = heapq.heappop(ready)
+                        if k >= limit[0]:
+                            continue
+                        if heavy[k]:
+                            in_flight += 1
+                            pool.submit(work, k)
+                            continue
+                        try:
+                            runs[k](slots)
+                        except (KeyboardInterrupt, SystemExit):
+                            raise
+                        except Exception as e:  # noqa: BLE001 - reported below
+                            failed(k, e)
+                            continue
+                        finished(k)
+                    if in_flight:
+                        k, err = done.get()
+                        in_flight -= 1
+                        if err is None:
+                            finished(k)
+                        elif err is not _SKIPPED:
+                            failed(k, err)
         except BaseException:
             # KeyboardInterrupt or similar: start nothing more, let what is running
             # finish, then re-raise.
-            stop.set()
+            limit[0] = -1
             while in_flight:
                 done.get()
                 in_flight -= 1
             raise
-        if first_error is not None:
-            k, err = first_error
+        if errors:
+            k = min(errors)
+            err = errors[k]
             if isinstance(err, (KeyboardInterrupt, SystemExit)):
                 raise err
             raise _node_error(steps[k], err) from err
@@ -209,20 +272,6 @@ class Plan:
 
 #: What a parallel step reports when it was not started because an earlier step failed.
 _SKIPPED = object()
-
-
-def _substituted(fetches: Sequence, subst: dict[Output, Output]) -> list:
-    return [subst.get(f, f) if isinstance(f, Output) else f for f in fetches]
-
-
-def _chained(subst: dict[Output, Output]) -> dict[Output, Output]:
-    """``subst`` with chains (a -> b, b -> c) collapsed (a -> c)."""
-    resolved = {}
-    for source, target in subst.items():
-        while target in subst:
-            target = subst[target]
-        resolved[source] = target
-    return resolved
 
 
 def _node_error(step: Step, err: BaseException) -> BaseException:
@@ -240,7 +289,7 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
     steps = plan.steps
     env: dict[str, Any] = {"errstate": np.errstate, "ndarray": np.ndarray, "steps": steps,
                            "node_error": _node_error, "release": plan._release,
-                           "fetch_value": plan._fetch_value}
+                           "fetch_value": plan._fetch_value, "initial": plan._initial}
     body: list[str] = []
     for k, (step, dead) in enumerate(zip(steps, releases)):
         body.append(f"k = {k}")
@@ -266,7 +315,8 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
             fetched.append(f"fetch_value(s[{slot}], dev{j})")
     env["host"] = plan.host
     feeds = "".join(f"    s[{slot}] = feed_values[{j}]\n" for j, slot in enumerate(plan.feed_slots))
-    source = (f"def run(feed_values):\n    s = [None] * {plan.num_slots}\n{feeds}"
+    start = "initial.copy()" if plan.preloaded else f"[None] * {plan.num_slots}"
+    source = (f"def run(feed_values):\n    s = {start}\n{feeds}"
               "    k = 0\n    try:\n        with errstate(all='ignore'):\n"
               + "".join(f"            {line}\n" for line in body)
               + "    except (KeyboardInterrupt, SystemExit):\n        raise\n"
@@ -278,7 +328,14 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
 
 
 def _inline_call(step: Step, k: int, env: dict) -> str | None:
-    """``s[out] = f(ctx, s[a], [s[b], s[c]], ...)`` for a kernel step with one plain output."""
+    """``s[out] = f(ctx, s[a], [s[b], s[c]], ...)`` for a kernel step with one plain output;
+    a feed's copy to the host passes a numpy array through without a call."""
+    if isinstance(step, CopyStep):
+        if step.source is not None or step.device.device_type != "cpu":
+            return None
+        env[f"m{k}"] = step.mover()
+        (src,), (dst,) = step.inputs, step.outputs
+        return f"s[{dst}] = v if type(v := s[{src}]) is ndarray else m{k}(v)"
     if not isinstance(step, KernelStep):
         return None
     op = step.op

@@ -5,10 +5,16 @@ are substitutes, as the rewrites' are.
 
 Folding runs a node's CPU kernel, so it happens only in sessions whose devices
 are all CPUs: a node placed on a GPU keeps the GPU's semantics (an out-of-bound
-index skipped, duplicates in any order). Not folded: stateful ops, nodes with control inputs (their order matters), fed
-outputs, and outputs past ``MAX_FOLDED_BYTES`` (a constant is kept for the plan's
-life) or past the session's memory limit (they fail at run time). A node whose kernel fails is left to fail at run time, with the error it
-always had.
+index skipped, duplicates in any order). Not folded: stateful ops, fed outputs, and
+outputs past ``MAX_FOLDED_BYTES`` (a constant is kept for the plan's life) or past the
+session's memory limit (they fail at run time). A node whose kernel fails is left to
+fail at run time, with the error it always had. A folded node's control inputs are
+kept by the pipeline (runtime/pipeline.py: the constant waits on them instead).
+
+Shape-only ops (Shape, Size, Rank, ZerosLike, OnesLike) fold as soon as their
+input's static shape is fully known (grappler's MaterializeShapes): a
+shape-specialized plan knows most shapes. Their input is still computed (a *root*
+of the plan), so its errors and effects stay.
 """
 from __future__ import annotations
 
@@ -29,11 +35,16 @@ MAX_FOLDED_BYTES = 1 << 20
 
 _NEVER = frozenset({"Const", "Placeholder"})
 
+#: Ops whose outputs depend on their input's shape and dtype only.
+SHAPE_ONLY = frozenset({"Shape", "Size", "Rank", "ZerosLike", "OnesLike"})
+
 
 def fold_constants(ops: list[Operation], fed: Collection[Output], subst: dict[Output, Output],
-                   devices: Sequence[Device], config) -> dict[Output, Output]:
+                   devices: Sequence[Device], config,
+                   roots: list | None = None) -> dict[Output, Output]:
     """Substitutes (Output -> Output of a new Const) for the outputs of ``ops`` that depend
-    on constants only; ``subst`` holds earlier substitutes, read through."""
+    on constants only, or on static shapes only; ``subst`` holds earlier substitutes,
+    read through. The inputs of folded shape-only ops are appended to ``roots``."""
     if any(d.device_type != "cpu" for d in devices):
         return {}
     host = devices[0]
@@ -45,19 +56,36 @@ def fold_constants(ops: list[Operation], fed: Collection[Output], subst: dict[Ou
                 if o not in fed:
                     values[o] = op.attrs["value"]
             continue
-        if op.type in _NEVER or op.op_def.stateful or op.control_inputs or not op.inputs \
+        if op.type in _NEVER or op.op_def.stateful or not op.inputs \
                 or any(o in fed for o in op.outputs):
             continue
         inputs = [subst.get(i, i) for i in op.inputs]
-        if not all(i in values for i in inputs):
+        if op.type in SHAPE_ONLY and inputs[0] not in values:
+            args = _shape_stand_in(inputs[0])
+            if args is None:
+                continue
+            if roots is not None:
+                roots.append(inputs[0])
+        elif not all(i in values for i in inputs):
             continue
-        results = _evaluate(op, [values[i] for i in inputs], host, config)
+        else:
+            args = [values[i] for i in inputs]
+        results = _evaluate(op, args, host, config)
         if results is None:
             continue
         for o, value in zip(op.outputs, results):
             values[o] = value
             folded[o] = _constant(op, o, value)
     return folded
+
+
+def _shape_stand_in(x: Output) -> list | None:
+    """An array of ``x``'s static shape and dtype (zeros: a broadcast view, no memory),
+    standing in for ``x`` in a shape-only op; None when the shape is not fully known."""
+    if not x.shape.is_fully_defined() or x.dtype.name in ("string", "resource", "variant"):
+        return None
+    dtype = np.dtype(x.dtype.as_numpy_dtype)
+    return [np.broadcast_to(np.zeros((), dtype), tuple(x.shape.as_list()))]
 
 
 def _evaluate(op: Operation, args: list, host: Device, config) -> list[np.ndarray] | None:

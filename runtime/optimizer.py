@@ -34,6 +34,18 @@ _COMPARISONS = {"Equal", "NotEqual", "Less", "Greater"}
 SELF = -2  # the scalar index of a step whose operands are both the chain value (x * x)
 
 
+def fuse_partition_stitch(ops: list[Operation],
+                          fed: Collection[Output] = ()) -> dict[Output, Output]:
+    """Substitutes for the stitches of ``ops`` that end a partition -> stitch pattern."""
+    subst: dict[Output, Output] = {}
+    for op in ops:
+        if op.type in _STITCHES:
+            fused = _fuse_partition_stitch(op, fed)
+            if fused is not None:
+                subst[op.outputs[0]] = fused.outputs[0]
+    return subst
+
+
 def rewrite(ops: list[Operation], fed: Collection[Output] = (), fetches=None,
             fuse: bool = True, folded: dict[Output, Output] | None = None) -> dict[Output, Output]:
     """Substitutes for the outputs of ``ops`` that a rewrite can compute faster. A feed
@@ -41,12 +53,7 @@ def rewrite(ops: list[Operation], fed: Collection[Output] = (), fetches=None,
     ``fuse=False`` leaves element-wise regions unfused (sessions with a GPU, where a
     fused node would run its members' kernels one by one anyway); ``folded`` are the
     constants folding made, which fused regions read instead of recomputing them."""
-    subst: dict[Output, Output] = {}
-    for op in ops:
-        if op.type in _STITCHES:
-            fused = _fuse_partition_stitch(op, fed)
-            if fused is not None:
-                subst[op.outputs[0]] = fused.outputs[0]
+    subst = fuse_partition_stitch(ops, fed)
     if fuse:  # after: the pattern above has priority
         subst.update(fuse_elementwise(ops, fed, {**(folded or {}), **subst}, fetches))
     return subst

@@ -8,7 +8,7 @@ Plan (runtime/executor.py) runs them once per signature and compiles the steps.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Collection, Sequence
 
 from graphflow.errors import InvalidArgumentError
@@ -214,17 +214,52 @@ def schedule(steps: Sequence[Step]) -> Schedule:
     return Schedule([len(d) for d in deps], dependents)
 
 
-def worth_parallel(steps: Sequence[Step], heavy_elements: int) -> bool:
-    """True when at least two heavy kernel steps could run at the same time."""
+def heavy_steps(steps: Sequence[Step], heavy_elements: int) -> list[bool]:
+    """Per step: whether it is worth a thread hop, from the static sizes of its outputs
+    and inputs (a shape-specialized plan knows them; an unknown size counts as small:
+    such a step runs inline, as TensorFlow runs inexpensive kernels)."""
+    size_of: dict[int, int] = {}
+    for s in steps:
+        if isinstance(s, KernelStep):
+            for slot, o in zip(s.outputs, s.op.outputs):
+                size_of[slot] = o.shape.num_elements() or 0
+    flags = []
+    for s in steps:
+        if not isinstance(s, KernelStep):
+            flags.append(False)
+            continue
+        largest = max([size_of.get(i, 0) for i in s.flat_inputs]
+                      + [size_of.get(o, 0) for o in s.outputs], default=0)
+        flags.append(largest >= heavy_elements)
+    return flags
+
+
+def worth_parallel(steps: Sequence[Step], heavy: Sequence[bool]) -> bool:
+    """True when at least two heavy kernel steps could run at the same time (at the
+    same depth of the dependency graph)."""
     depth: dict[int, int] = {}
     heavy_at: dict[int, int] = {}
-    for s in steps:
+    for s, is_heavy in zip(steps, heavy):
         d = 1 + max((depth.get(i, 0) for i in s.flat_inputs), default=0)
         for o in s.outputs:
             depth[o] = d
-        if isinstance(s, KernelStep) and any(
-                (o.shape.num_elements() or heavy_elements) >= heavy_elements for o in s.op.outputs):
+        if is_heavy:
             heavy_at[d] = heavy_at.get(d, 0) + 1
             if heavy_at[d] >= 2:
                 return True
     return False
+
+
+# -- constants ------------------------------------------------------------------------
+def preload_constants(layout: Layout) -> tuple[Layout, dict[int, object]]:
+    """Constants on the CPU are no steps: their values are in their slots when a run
+    starts. A Const with control inputs stays a step (its readers wait on them)."""
+    preloaded: dict[int, object] = {}
+    steps = []
+    for s in layout.steps:
+        if isinstance(s, KernelStep) and s.op.type == "Const" and not s.op.control_inputs \
+                and s.device.device_type == "cpu":
+            preloaded[s.outputs[0]] = s.op.attrs["value"]
+        else:
+            steps.append(s)
+    return replace(layout, steps=steps), preloaded

@@ -73,9 +73,9 @@ class CopyStep(Step):
     source: Device | None = None         # where the value lives; None for a feed
     holders: tuple[Device, ...] = ()     # for a feed: the devices it may live on
 
-    def compile(self, release: Sequence[int], release_fn) -> Callable:
-        (src,), (dst,) = self.inputs, self.outputs
-        device, release = self.device, tuple(release)
+    def mover(self) -> Callable:
+        """``move(value)``: the value on this step's device."""
+        device = self.device
         on_host = device.device_type == "cpu"
         if self.source is not None:
             to_host = None if self.source.device_type == "cpu" else self.source.to_host
@@ -84,17 +84,22 @@ class CopyStep(Step):
                 if to_host is not None:
                     v = to_host(v)
                 return v if on_host else device.from_host(v)
-        else:
-            holds, devices = device.holds, [h for h in self.holders if h.device_type != "cpu"]
+            return move
+        holds, devices = device.holds, [h for h in self.holders if h.device_type != "cpu"]
 
-            def move(v):
-                if holds(v):
-                    return v
-                for h in devices:
-                    if h.holds(v):
-                        v = h.to_host(v)
-                        break
-                return v if on_host else device.from_host(v)
+        def move_feed(v):
+            if holds(v):
+                return v
+            for h in devices:
+                if h.holds(v):
+                    v = h.to_host(v)
+                    break
+            return v if on_host else device.from_host(v)
+        return move_feed
+
+    def compile(self, release: Sequence[int], release_fn) -> Callable:
+        (src,), (dst,) = self.inputs, self.outputs
+        move, release = self.mover(), tuple(release)
 
         def copy(s):
             s[dst] = move(s[src])

@@ -1,0 +1,198 @@
+"""The plan's intermediate representation and the pure passes that rewrite it.
+
+A ``PlanIR`` is what a (fetches, feeds) signature needs before anything is placed:
+the ops to run, in creation (= topological) order, and the substitutes that
+rewrites made (graph Output -> Output of a new, unregistered node). A pass is a
+function ``PlanIR -> PlanIR``; the compile pipeline is a tuple of them
+(:data:`OPTIMIZING`), and ``graphflow inspect`` shows the IR the same pipeline
+gives, so it shows exactly what a Session runs.
+
+Every pass applies its substitutes through :func:`substitute`, the one place that
+keeps the rule "a rewrite keeps every control dependency of what it replaces":
+the control inputs of every op a substitution makes unnecessary move onto the
+substitute that replaced it, so what they wait on still runs, before the
+substitute's readers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable, Collection, Mapping, Sequence
+
+from graphflow.graph import Operation, Output
+
+from .passes import prune
+
+
+@dataclass(frozen=True)
+class PlanIR:
+    """The ops a signature runs, and the substitutes wired in instead of graph values."""
+
+    fetches: tuple                  # Outputs (substituted) and Operations, as fetched
+    feeds: tuple[Output, ...]       # fed Outputs (a shape-specialized plan's carry its shapes)
+    ops: tuple[Operation, ...]      # the ops needed, in creation order, substitutes included
+    subst: Mapping[Output, Output] = field(default_factory=dict)
+    #: values that must still be computed though nothing reads them: the inputs of a
+    #: folded Shape/Size/OnesLike, whose errors and effects the plan keeps
+    roots: tuple[Output, ...] = ()
+
+    @property
+    def fed(self) -> frozenset[Output]:
+        return frozenset(self.feeds)
+
+    def resolve(self, output: Output) -> Output:
+        return self.subst.get(output, output)
+
+    @property
+    def targets(self) -> tuple:
+        """What the plan must compute: the fetches, then the roots."""
+        return self.fetches + tuple(self.subst.get(r, r) for r in self.roots)
+
+
+Pass = Callable[[PlanIR], PlanIR]
+
+
+def initial_ir(fetches: Sequence, feeds: Sequence[Output]) -> PlanIR:
+    """The IR of a signature as written: every op the fetches need, nothing replaced."""
+    feeds = tuple(feeds)
+    return PlanIR(tuple(fetches), feeds, tuple(prune(fetches, set(feeds))), {})
+
+
+def substitute(ir: PlanIR, new: Mapping[Output, Output], roots: Sequence[Output] = ()) -> PlanIR:
+    """``ir`` with the substitutes ``new`` wired in (chains collapsed, ops re-pruned).
+
+    The ops that the substitution makes unnecessary are replaced: their control
+    inputs move onto the new node that stands for them, so a folded constant that
+    waited on ``inc`` still makes ``inc`` run, before the constant's readers. A
+    substitute that is an existing graph value (``x * 1 -> x``) cannot take control
+    inputs: such a substitution is not made when what it replaces waited on
+    something. ``roots`` are values to keep computing though nothing reads them."""
+    new = dict(new)
+    roots = tuple(dict.fromkeys((*ir.roots, *roots)))
+    if not new and roots == ir.roots:
+        return ir
+    while True:
+        subst = _chained({**ir.subst, **new})
+        fetches = tuple(subst.get(f, f) if isinstance(f, Output) else f for f in ir.fetches)
+        targets = fetches + tuple(subst.get(r, r) for r in roots)
+        ops = prune(targets, ir.fed, subst)
+        kept = set(ops)
+        removed = {op for op in ir.ops if op not in kept}
+        if not any(op.control_inputs for op in removed):
+            return PlanIR(fetches, ir.feeds, tuple(ops), subst, roots)
+        refused = False
+        for source, target in list(new.items()):
+            waits = _waits(ir, source.op, removed)
+            if not waits:
+                continue
+            node = subst.get(target, target).op
+            if in_graph(node):
+                del new[source]
+                refused = True
+            else:
+                node.control_inputs = tuple(dict.fromkeys((*node.control_inputs, *waits)))
+        if not refused:
+            return PlanIR(fetches, ir.feeds, tuple(prune(targets, ir.fed, subst)), subst, roots)
+
+
+def in_graph(op: Operation) -> bool:
+    """Whether ``op`` is a node of its graph (not one a pass made for a plan)."""
+    return op.graph._by_name.get(op.name) is op
+
+
+def _waits(ir: PlanIR, root: Operation, removed: set) -> list[Operation]:
+    """The control inputs of the removed ops that ``root``'s value was computed from."""
+    cone: set[Operation] = set()
+    stack = [root]
+    while stack:
+        op = stack.pop()
+        if op in cone or op not in removed:
+            continue
+        cone.add(op)
+        for i in op.inputs:
+            stack += [i.op, ir.resolve(i).op]
+    return [c for op in sorted(cone, key=lambda o: o._id) for c in op.control_inputs
+            if c not in cone]
+
+
+def _chained(subst: Mapping[Output, Output]) -> dict[Output, Output]:
+    """``subst`` with chains (a -> b, b -> c) collapsed (a -> c)."""
+    resolved = {}
+    for source, target in subst.items():
+        seen = 0
+        while target in subst and seen < len(subst):
+            target = subst[target]
+            seen += 1
+        resolved[source] = target
+    return resolved
+
+
+def run_pipeline(ir: PlanIR, passes: Sequence[Pass]) -> PlanIR:
+    for p in passes:
+        ir = p(ir)
+    return ir
+
+
+def until_stable(*passes: Pass, rounds: int = 4) -> Pass:
+    """A pass that runs ``passes`` in turn until none changes the IR (at most ``rounds``)."""
+    def run(ir: PlanIR) -> PlanIR:
+        for _ in range(rounds):
+            before = ir
+            ir = run_pipeline(ir, passes)
+            if ir.subst == before.subst:
+                break
+        return ir
+    run.__name__ = "until_stable(" + ", ".join(p.__name__ for p in passes) + ")"
+    return run
+
+
+def with_feeds(ir: PlanIR, feeds: Collection[Output]) -> PlanIR:
+    return replace(ir, feeds=tuple(feeds))
+
+
+# -- the passes ----------------------------------------------------------------------------
+def fold_pass(devices, config) -> Pass:
+    """Constant folding (runtime/folding.py), shape-only ops included."""
+    from .folding import fold_constants as fold
+
+    def fold_constants(ir: PlanIR) -> PlanIR:
+        roots: list[Output] = []
+        found = fold(list(ir.ops), ir.fed, dict(ir.subst), devices, config, roots)
+        return substitute(ir, found, roots)
+    return fold_constants
+
+
+def simplify_pass(ir: PlanIR) -> PlanIR:
+    """Arithmetic and shape simplification (runtime/simplify.py)."""
+    from .simplify import simplify
+    return substitute(ir, simplify(list(ir.ops), ir.fed, dict(ir.subst)))
+
+
+def partition_stitch_pass(ir: PlanIR) -> PlanIR:
+    """Partition -> element-wise -> stitch as one pass (runtime/optimizer.py)."""
+    from .optimizer import fuse_partition_stitch
+    return substitute(ir, fuse_partition_stitch(list(ir.ops), ir.fed))
+
+
+def fuse_pass(ir: PlanIR) -> PlanIR:
+    """Element-wise regions as fused nodes (runtime/fusion.py)."""
+    from .fusion import fuse_elementwise
+    return substitute(ir, fuse_elementwise(list(ir.ops), ir.fed, dict(ir.subst), ir.targets))
+
+
+def optimizing_passes(devices, config) -> tuple[Pass, ...]:
+    """The compile pipeline of ``SessionConfig(optimize=True)``: folding and
+    simplification until neither finds more, then the pattern rewrites, then fusion
+    (CPU-only sessions: on a GPU a fused node would run its members one by one)."""
+    fold = fold_pass(devices, config)
+    if any(d.device_type != "cpu" for d in devices):
+        return (until_stable(fold, simplify_pass), partition_stitch_pass)
+    return (until_stable(fold, simplify_pass), partition_stitch_pass, fuse_pass)
+
+
+def compile_ir(fetches: Sequence, feeds: Sequence[Output], devices, config) -> PlanIR:
+    """The IR a Session runs for a signature: the graph as written, then (with
+    ``config.optimize``) every optimizing pass."""
+    ir = initial_ir(fetches, feeds)
+    if config.optimize:
+        ir = run_pipeline(ir, optimizing_passes(devices, config))
+    return ir

@@ -1,0 +1,111 @@
+"""Algebraic and shape simplification (grappler's arithmetic and shape rewrites) that
+change no result bit: a node that computes a value it is given is replaced by that
+value.
+
+- ``Identity(x)``, ``AddN([x])``, ``Cast(x)`` to x's own dtype;
+- ``Reshape``/``BroadcastTo``/``Squeeze``/``ExpandDims`` whose output has x's (fully
+  known) shape;
+- ``Sum``/``Prod``/``Max``/``Min`` over no axes;
+- ``x * 1``, ``1 * x``, ``x / 1``, with a constant of ones that does not broadcast x;
+- ``x + 0``, ``0 + x``, ``x - 0`` where exact: for floats ``x + (+0.0)`` turns ``-0.0``
+  into ``+0.0``, so only ``x + (-0.0)`` and ``x - (+0.0)`` go (any zero for integers);
+- ``Neg(Neg(x))``.
+
+Shapes and constants come from the plan (a shape-specialized plan knows more of
+them; folded values are constants). A node with control inputs, or whose output is
+fed, is left alone.
+"""
+from __future__ import annotations
+
+from typing import Callable, Collection
+
+import numpy as np
+
+from graphflow.graph import Operation, Output
+from graphflow.inference import constant_value
+
+_REDUCTIONS = frozenset({"Sum", "Prod", "Max", "Min"})
+_SAME_SHAPE = frozenset({"Reshape", "BroadcastTo", "Squeeze", "ExpandDims"})
+
+
+def simplified(op: Operation, resolve: Callable[[Output], Output]) -> Output | None:
+    """The existing value ``op``'s single output equals, or None."""
+    if len(op.outputs) != 1:
+        return None
+    out = op.outputs[0]
+    inputs = [resolve(i) for i in op.inputs]
+    kind = op.type
+    if kind == "Identity" or (kind == "AddN" and len(inputs) == 1):
+        return _same(inputs[0], out)
+    if kind == "Cast":
+        return _same(inputs[0], out)
+    if kind in _SAME_SHAPE:
+        x = inputs[0]
+        if x.shape.is_fully_defined() and out.shape.is_fully_defined() \
+                and x.shape.as_list() == out.shape.as_list():
+            return _same(x, out)
+        return None
+    if kind in _REDUCTIONS:
+        axes = constant_value(inputs[1])
+        return _same(inputs[0], out) if axes is not None and axes.size == 0 else None
+    if kind == "Neg":
+        inner = inputs[0].op
+        if inner.type == "Neg" and not inner.control_inputs:
+            return _same(resolve(inner.inputs[0]), out)
+        return None
+    if kind in ("Mul", "Add", "Sub", "RealDiv", "Div"):
+        a, b = inputs
+        for x, c, constant_first in ((a, b, False), (b, a, True)):
+            if constant_first and kind in ("Sub", "RealDiv", "Div"):
+                break
+            if _identity_element(kind, c, x):
+                return _same(x, out)
+    return None
+
+
+def _same(x: Output, out: Output) -> Output | None:
+    """``x`` if it can stand for ``out``: the same dtype, a shape at least as known."""
+    if x.dtype != out.dtype:
+        return None
+    if out.shape.rank is not None and (x.shape.rank != out.shape.rank or any(
+            d_out is not None and d_x != d_out for d_x, d_out in zip(x.shape.dims, out.shape.dims))):
+        return None
+    return x
+
+
+def _identity_element(kind: str, c: Output, x: Output) -> bool:
+    """Whether ``x <kind> c`` equals x bit for bit, for every x."""
+    value = constant_value(c)
+    if value is None or value.dtype == object or c.dtype != x.dtype:
+        return False
+    # c must not broadcast x to a larger shape: its rank and dims fit inside x's
+    if not x.shape.is_fully_defined() or value.ndim > x.shape.rank or any(
+            d not in (1, dx) for d, dx in zip(value.shape[::-1], x.shape.as_list()[::-1])):
+        return False
+    if kind in ("Mul", "RealDiv", "Div"):
+        return value.dtype.kind != "b" and bool(np.all(value == 1))
+    if value.dtype.kind in "iub":
+        return bool(np.all(value == 0))
+    if value.dtype.kind != "f":
+        return False
+    zero = value == 0
+    if kind == "Add":  # only -0.0 leaves every x (-0.0 included) as it is
+        return bool(np.all(zero & np.signbit(value)))
+    return bool(np.all(zero & ~np.signbit(value)))  # x - (+0.0)
+
+
+def simplify(ops: list[Operation], fed: Collection[Output], subst: dict) -> dict[Output, Output]:
+    """Substitutes ``output -> existing value`` for every simplifiable op of ``ops``."""
+    found: dict[Output, Output] = {}
+
+    def resolve(o: Output) -> Output:
+        o = subst.get(o, o)
+        return found.get(o, o)
+
+    for op in ops:
+        if op.control_inputs or op.op_def.stateful or any(o in fed for o in op.outputs):
+            continue
+        target = simplified(op, resolve)
+        if target is not None and target is not op.outputs[0]:
+            found[op.outputs[0]] = target
+    return found

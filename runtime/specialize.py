@@ -1,0 +1,101 @@
+"""Shape specialization: the IR of a signature re-inferred for the shapes its feeds
+have in a run, as ``jax.jit`` traces per input shapes.
+
+A placeholder declared ``[None, 64]`` and fed ``[32, 64]`` makes every shape
+downstream known; then Shape/Size/BroadcastGradientArgs fold and the
+simplifications apply (runtime/pipeline.py). Each op whose shapes get more precise
+is cloned (the same name, attrs and inputs; a node of the plan only, never of the
+graph) with the refined shapes; the graph's op maps to its clone as every rewrite's
+substitute does.
+
+The policy (runtime/executor.py, ``Plan.run``): a plan whose feeds all have fully
+known static shapes is never specialized. Otherwise a shape signature seen a
+second time gets its own plan, up to ``MAX_SPECIALIZED`` signatures per plan;
+after that, new signatures run the general plan (shapes that keep changing would
+only pay for compiling). A signature whose re-inference fails (a shape rule
+refuses the fed shapes) runs the general plan, which reports the error as it
+always did.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from graphflow.builder import _infer_shapes
+from graphflow.errors import OpError
+from graphflow.graph import Operation, Output
+from graphflow.shapes import TensorShape
+
+from .passes import prune
+from .pipeline import PlanIR
+
+#: Shape signatures a plan specializes for before it sticks to its general plan.
+MAX_SPECIALIZED = 8
+
+
+def needs_specializing(feeds: Sequence[Output]) -> bool:
+    """Whether some feed's static shape leaves dims (or the rank) unknown."""
+    return any(not f.shape.is_fully_defined() for f in feeds)
+
+
+def specialize(ir: PlanIR, shapes: Sequence[tuple]) -> PlanIR | None:
+    """``ir`` with the feeds' shapes fixed to ``shapes``, or None when a shape rule
+    refuses them (the general plan then reports the error when it runs)."""
+    clone_of: dict[Operation, Operation] = {}
+    subst: dict[Output, Output] = {}
+    feeds = list(ir.feeds)
+    for k, (feed, shape) in enumerate(zip(ir.feeds, shapes)):
+        if feed.shape.is_fully_defined():
+            continue
+        try:
+            refined = TensorShape(list(shape)).merge_with(feed.shape)
+        except ValueError:
+            return None
+        op = clone_of.get(feed.op) or _clone(feed.op, feed.op.inputs, feed.op.control_inputs,
+                                             [o.shape for o in feed.op.outputs])
+        clone_of[feed.op] = op
+        op.outputs = tuple(Output(op, o.index, o.dtype, refined if o is feed else o.shape)
+                           for o in op.outputs)
+        feeds[k] = op.outputs[feed.index]
+        subst[feed] = feeds[k]
+    fed = set(ir.feeds)
+    for op in ir.ops:
+        if op in clone_of:
+            continue
+        inputs = [subst.get(i, i) for i in op.inputs]
+        controls = [clone_of.get(c, c) for c in op.control_inputs]
+        if all(a is b for a, b in zip(inputs, op.inputs)) and \
+                all(a is b for a, b in zip(controls, op.control_inputs)):
+            continue
+        try:
+            inferred = _infer_shapes(op.op_def, op.name, _grouped(op, inputs), dict(op.attrs),
+                                     len(op.outputs))
+            shapes_out = [new.merge_with(old.shape) for new, old in zip(inferred, op.outputs)]
+        except (OpError, ValueError, TypeError):
+            return None
+        clone = clone_of[op] = _clone(op, inputs, controls, shapes_out)
+        for old, new in zip(op.outputs, clone.outputs):
+            if old not in fed:
+                subst[old] = new
+    # clones carry their control inputs already: wired in directly, not by substitute()
+    fetches = tuple(subst.get(f, f) if isinstance(f, Output) else f for f in ir.fetches)
+    roots = tuple(subst.get(r, r) for r in ir.roots)
+    ops = prune(fetches + roots, set(feeds), subst)
+    return PlanIR(fetches, tuple(feeds), tuple(ops), subst, roots)
+
+
+def _grouped(op: Operation, inputs: list[Output]) -> list:
+    groups, start = [], 0
+    for spec, n in zip(op.op_def.inputs, op.arg_lengths):
+        chunk = inputs[start:start + n]
+        groups.append(list(chunk) if spec.is_list else chunk[0])
+        start += n
+    return groups
+
+
+def _clone(op: Operation, inputs, controls, shapes) -> Operation:
+    """A plan-only copy of ``op`` with other inputs and output shapes."""
+    clone = Operation(op.graph, op.name, op.op_def, inputs, op.arg_lengths, controls, op.attrs,
+                      op.device, op.site)
+    clone.outputs = tuple(Output(clone, o.index, o.dtype, s) for o, s in zip(op.outputs, shapes))
+    clone._id = op._id
+    return clone
