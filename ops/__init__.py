@@ -13,6 +13,7 @@ from graphflow.wrappers import OP_CLASSES, OpWrapper
 from . import array_ops, math_ops, partition_ops, scatter_ops  # noqa: F401  (registration)
 from . import variable_ops  # noqa: F401  (registration)
 from . import reduction_ops, slicing_ops  # noqa: F401  (registration)
+from . import tf_glue_ops  # noqa: F401  (registration)
 from . import check_ops  # noqa: F401  (registration)
 
 
