@@ -68,6 +68,18 @@ EXAMPLES = {
     "Slice": lambda s: (s.slice(np.arange(6, dtype=I32).reshape(2, 3), [1, 0], [-1, 2]), {}),
     "Pad": lambda s: (s.pad(np.array([[True]]), [[1, 0], [0, 2]]), {}),
     "Unpack": lambda s: (s.unstack(np.arange(6, dtype=F32).reshape(2, 3), axis=-1), {}),
+    # TensorFlow's glue ops (ops/tf_glue_ops.py)
+    "StridedSlice": lambda s: (s.strided_slice(np.arange(24, dtype=F32).reshape(2, 3, 4),
+                                               [0, 1, 2, 3], [2, 0, 0, 0], [1, 1, -1, 1],
+                                               begin_mask=1, end_mask=4, new_axis_mask=2,
+                                               shrink_axis_mask=8), {}),
+    "StridedSliceGrad": lambda s: (s.strided_slice_grad([3, 4], [1, 0], [3, 4], [1, 2],
+                                                        np.ones((2, 2), F32)), {}),
+    "GatherV2": lambda s: (s.gather(np.arange(12, dtype=I32).reshape(3, 4), [[1, 0], [2, 3],
+                                    [0, 0]], 1, batch_dims=1), {}),
+    "Prod": lambda s: (s.prod(np.arange(1, 7, dtype=I32).reshape(2, 3), [1], keep_dims=True), {}),
+    "Transpose": lambda s: (s.transpose(np.arange(6, dtype=F32).reshape(1, 2, 3), [2, 0, 1]), {}),
+    "Tile": lambda s: (s.tile(np.array([[b"a", b"\xff"]], dtype=object), [2, 1]), {}),
     # scatter family
     "ScatterNd": lambda s: (s.scatter_nd([[4], [3], [1], [7]], [9, 10, 11, 12], [8]), {}),
     "TensorScatterUpdate": lambda s: (s.tensor_scatter_update([1, 2, 3], [[0]], [9]), {}),
