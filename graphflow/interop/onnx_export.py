@@ -86,8 +86,8 @@ def export_onnx(graph: Graph, inputs: Sequence[Any], outputs: Sequence[Any],
             if out.name in seen:
                 raise InvalidArgumentError(f"export_onnx: {out.name} is listed twice in {what}")
             seen.add(out.name)
-    ops = _needed_ops(fetches, feeds)
-    _refuse_what_onnx_cannot_express(ops, feeds, session, int(opset))
+    ops, waited = _needed_ops(fetches, feeds)
+    _refuse_what_onnx_cannot_express(ops, waited, feeds, session, int(opset))
 
     em = _Emitter(onnx, int(opset), _frozen_variables(ops, session))
     for out in feeds:
@@ -109,10 +109,23 @@ def export_onnx(graph: Graph, inputs: Sequence[Any], outputs: Sequence[Any],
         em.h.make_graph(em.nodes, name, [_value_info(onnx, o) for o in feeds],
                         [_value_info(onnx, o) for o in fetches], em.initializers),
         opset_imports=[em.h.make_opsetid("", int(opset))], producer_name="graphflow")
-    onnx.checker.check_model(model)
+    _check(onnx, model)
     if path is not None:
         onnx.save_model(model, os.fspath(path))
     return model
+
+
+def _check(onnx, model) -> None:
+    """onnx's checker. It insists on a shape for each graph input and output although
+    the IR lets one be absent (unknown rank, as a placeholder's ``shape=None``): those
+    are checked in a copy as scalars, which the checker cannot tell apart without
+    shape inference."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for info in list(copy.graph.input) + list(copy.graph.output):
+        if not info.type.tensor_type.HasField("shape"):
+            info.type.tensor_type.shape.SetInParent()
+    onnx.checker.check_model(copy)
 
 
 def _resolve(graph: Graph, values: Sequence[Any], what: str) -> list[Output]:
@@ -135,24 +148,34 @@ def _resolve(graph: Graph, values: Sequence[Any], what: str) -> list[Output]:
     return resolved
 
 
-def _needed_ops(fetches: list[Output], feeds: list[Output]) -> list[Operation]:
+def _needed_ops(fetches: list[Output], feeds: list[Output]) -> tuple[list, list]:
     """The ops the fetches need through data edges, stopping at fed tensors, in a
-    topological order (graph order, which is one)."""
+    topological order (graph order, which is one); and the ops they wait for only
+    through control dependencies (dropped, unless they update state: refused)."""
     fed = set(feeds)
-    needed, stack = set(), [o.op for o in fetches if o not in fed]
-    while stack:
-        op = stack.pop()
-        if op in needed:
-            continue
-        needed.add(op)
-        stack.extend(i.op for i in op.inputs if i not in fed and i.op not in needed)
-    return sorted(needed, key=lambda op: op._id)
+
+    def closure(roots, follow_control: bool) -> set:
+        found, stack = set(), list(roots)
+        while stack:
+            op = stack.pop()
+            if op in found:
+                continue
+            found.add(op)
+            stack.extend(i.op for i in op.inputs if i not in fed)
+            if follow_control:
+                stack.extend(op.control_inputs)
+        return found
+    data = closure([o.op for o in fetches if o not in fed], False)
+    waited = closure([c for op in data for c in op.control_inputs], True) - data
+    order = lambda ops: sorted(ops, key=lambda op: op._id)  # noqa: E731
+    return order(data), order(waited)
 
 
-def _refuse_what_onnx_cannot_express(ops: list[Operation], feeds: list[Output], session: Any,
-                                     opset: int) -> None:
-    """One UnimplementedError naming every op (by node) that cannot be exported; one
-    InvalidArgumentError for a placeholder that is needed but not among the inputs."""
+def _refuse_what_onnx_cannot_express(ops: list[Operation], waited: list[Operation],
+                                     feeds: list[Output], session: Any, opset: int) -> None:
+    """One UnimplementedError naming every op (by node) that cannot be exported, also
+    a state update that an exported op waits for; one InvalidArgumentError for a
+    placeholder that is needed but not among the inputs."""
     fed = set(feeds)
     for op in ops:
         if op.type == "Placeholder" and op.outputs[0] not in fed:
@@ -163,6 +186,10 @@ def _refuse_what_onnx_cannot_express(ops: list[Operation], feeds: list[Output], 
 
     def refuse(op: Operation, reason: str) -> None:
         problems.setdefault(reason, []).append(op.name)
+    for op in waited:
+        if op.type in _VARIABLE_UPDATES or (op.op_def.stateful and op.type not in LOWERINGS):
+            refuse(op, f"{op.type} (it updates state, and an exported op waits for it; an "
+                       f"ONNX graph is for inference)")
     for op in ops:
         if all(o in fed for o in op.outputs):
             continue
@@ -293,7 +320,7 @@ class _Emitter:
             tensor = self.h.make_tensor(name, self.onnx.TensorProto.STRING, array.shape,
                                         [bytes(v) for v in array.reshape(-1)])
         else:
-            tensor = self.onnx.numpy_helper.from_array(np.ascontiguousarray(array), name)
+            tensor = self.onnx.numpy_helper.from_array(np.array(array, order="C"), name)
         self.initializers.append(tensor)
         if key is not None:
             self._consts[key] = name
@@ -307,7 +334,7 @@ class _Emitter:
 
     def i64(self, value: str, dtype: DType) -> str:
         """``value`` as int64 (ONNX's index type)."""
-        return value if dtype == int64 else self.node("Cast", [value], to=self.onnx.TensorProto.INT64)
+        return value if dtype == int64 else self.cast(value, int64)
 
     def cast(self, value: str, dtype: DType) -> str:
         return self.node("Cast", [value], to=_elem_type(self.onnx, dtype))
@@ -318,6 +345,12 @@ class _Emitter:
         ends = end if isinstance(end, str) else self.const(
             [INT64_MAX if end is None else end], np.int64)
         return self.node("Slice", [value, starts, ends])
+
+    def gather_rows(self, table: str, ids: str) -> str:
+        """``table[ids]`` along dim 0 (ids any shape), as GatherND: onnxruntime's Gather
+        (1.32) copies only the first string of each row of a string table."""
+        rows = self.node("Unsqueeze", [ids, self.const([-1], np.int64)])
+        return self.node("GatherND", [table, rows])
 
     def flat_rows(self, data: str, lead: str) -> tuple[str, str]:
         """``lead`` (a tensor whose shape is a prefix of ``data``'s) and ``data`` with that
@@ -409,7 +442,7 @@ def _const(em: _Emitter, op: Operation, ins: list) -> list:
         tensor = em.h.make_tensor(name, em.onnx.TensorProto.STRING, value.shape,
                                   [bytes(v) for v in value.reshape(-1)])
     else:
-        tensor = em.onnx.numpy_helper.from_array(np.ascontiguousarray(value), name)
+        tensor = em.onnx.numpy_helper.from_array(np.array(value, order="C"), name)
     em.initializers.append(tensor)
     return [name]
 
@@ -540,7 +573,7 @@ def _read_variable(em: _Emitter, op: Operation, ins: list) -> list:
 @lowering("ResourceGather")
 def _resource_gather(em: _Emitter, op: Operation, ins: list) -> list:
     table = em.const(em.frozen[op.inputs[0].op])
-    return [em.node("Gather", [table, em.i64(ins[1], op.inputs[1].dtype)], axis=0)]
+    return [em.gather_rows(table, em.i64(ins[1], op.inputs[1].dtype))]
 
 
 # -- the scatter / gather / partition / stitch family --------------------------------------------
@@ -566,11 +599,20 @@ def _index_rows(em: _Emitter, indices: str) -> tuple[str, str, str]:
 def _scatter_reduce(em: _Emitter, op: Operation, tensor: str, indices: str, updates: str,
                     reduction: str) -> str:
     dtype = op.outputs[0].dtype
-    if reduction in ("min", "max") and dtype.is_floating:
-        # a NaN update never wins (TensorFlow's kernels): make it the identity first
-        worst = em.scalar(dtype, -np.inf if reduction == "max" else np.inf)
-        updates = em.node("Where", [em.node("IsNaN", [updates]), worst, updates])
-    return em.node("ScatterND", [tensor, indices, updates], reduction=reduction)
+    if reduction not in ("min", "max") or not dtype.is_floating:
+        return em.node("ScatterND", [tensor, indices, updates], reduction=reduction)
+    # TensorFlow's min/max: a NaN update never wins (made the identity, -inf for max),
+    # a NaN already in the tensor stays (put back: backends differ on NaN operands)
+    worst = em.scalar(dtype, -np.inf if reduction == "max" else np.inf)
+    updates = em.node("Where", [em.node("IsNaN", [updates]), worst, updates])
+    if dtype.as_numpy_dtype == np.float16:  # exact through float32; onnxruntime has no
+        from graphflow.dtypes import float32  # float16 min/max ScatterND
+        wide = em.node("ScatterND", [em.cast(tensor, float32), indices, em.cast(updates, float32)],
+                       reduction=reduction)
+        out = em.cast(wide, dtype)
+    else:
+        out = em.node("ScatterND", [tensor, indices, updates], reduction=reduction)
+    return em.node("Where", [em.node("IsNaN", [tensor]), tensor, out])
 
 
 @lowering("ScatterNd")
@@ -604,8 +646,8 @@ def _tensor_scatter_reduce(em: _Emitter, op: Operation, ins: list) -> list:
 def _last_writers(em: _Emitter, slots_shape: str, rows: str, n: str, scatter: str) -> str:
     """For each slot (a tensor of ``slots_shape``), the position of the last row of
     ``rows`` that writes it, or -1: positions 0..n-1 scattered with reduction max."""
-    positions = em.node("Range", [em.const(0, np.int64), em.node("Squeeze", [n]),
-                                  em.const(1, np.int64)])
+    count = em.node("Squeeze", [n, em.const([0], np.int64)])
+    positions = em.node("Range", [em.const(0, np.int64), count, em.const(1, np.int64)])
     nobody = em.node("Expand", [em.const(-1, np.int64), slots_shape])
     if scatter == "ScatterND":
         return em.node("ScatterND", [nobody, rows, positions], reduction="max"), positions
@@ -667,4 +709,4 @@ def _dynamic_stitch(em: _Emitter, op: Operation, ins: list) -> list:
                                    em.slice1(em.node("Shape", [rows]), 1)], axis=0)
     zero_row = em.node("Expand", [em.scalar(op.outputs[0].dtype, 0), row_shape])
     table = em.node("Concat", [zero_row, rows], axis=0)
-    return [em.node("Gather", [table, em.node("Add", [winners, em.const(1, np.int64)])], axis=0)]
+    return [em.gather_rows(table, em.node("Add", [winners, em.const(1, np.int64)]))]
