@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from ..dtypes import DType, dtype_of_array, int64
+from ..dtypes import DType, bool_, dtype_of_array, int32, int64, string
 from ..errors import InvalidArgumentError, UnimplementedError
 from ..graph import Graph, Operation, Output
 from ..shapes import TensorShape
@@ -168,13 +168,28 @@ class _Writer:
         for spec, n in zip(op.op_def.inputs, op.arg_lengths):
             groups.append((spec, inputs[start:start + n]))
             start += n
+        resource: set = set()
         for spec, refs in groups:
             if spec.type_attr and refs and self.tf_types.get(refs[0]) is _RESOURCE:
-                attrs[spec.type_attr] = _RESOURCE
-        outputs = [(_RESOURCE if op.type == "VarHandleOp" else o.dtype, o.shape)
-                   for o in op.outputs]
+                attrs[spec.type_attr] = ("type", _RESOURCE)
+                resource.add(spec.type_attr)
+        outputs = []
+        for spec, n in zip(op.op_def.outputs, _output_counts(op)):
+            outputs += [spec.type_attr in resource] * n
+        if op.type == "VarHandleOp":  # graphflow's handles are strings, TF's resources
+            outputs = [True] * len(op.outputs)
+        outputs = [(_RESOURCE if r else o.dtype, o.shape) for r, o in zip(outputs, op.outputs)]
         return self.node(op.name, op_type, inputs, attrs, op.device,
                          [c.name for c in op.control_inputs], outputs)
+
+
+def _output_counts(op: Operation) -> list[int]:
+    """How many outputs each declared output argument of ``op`` stands for."""
+    specs = op.op_def.outputs
+    lists = [s for s in specs if s.is_list]
+    fixed = len(specs) - len(lists)
+    return [(op.attrs[s.number_attr] if len(lists) > 1 else len(op.outputs) - fixed)
+            if s.is_list else 1 for s in specs]
 
 
 def _kinded(op: Operation) -> dict[str, tuple[str, Any]]:
@@ -292,16 +307,162 @@ def _batch_index_tuples(w: _Writer, op: Operation, params_shape: str, indices_re
 
 
 def _plain(attrs: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
-    """{name: (kind, value)} for attrs of dtypes, bools and ints."""
+    """{name: (kind, value)} for attrs of dtypes, lists of dtypes, bools and ints."""
     def kind(v):
+        if isinstance(v, (list, tuple)):
+            return "list(type)"
         return "type" if isinstance(v, DType) else "bool" if isinstance(v, bool) else "int"
     return {k: (kind(v), v) for k, v in attrs.items()}
+
+
+def _lower_assert_equal(w: _Writer, op: Operation) -> list[str]:
+    """_AssertEqual(value, x, y) -> Identity(value) after Assert(rank, shape and elements
+    of x and y equal, [message, x, y]): TF fails the run with the message where
+    graphflow does."""
+    value, x, y = op.inputs
+    at, dev = f"{op.name}/check", op.device
+
+    def add(suffix, op_type, inputs, attrs, dtype=bool_):
+        return w.node(w.fresh(f"{at}/{suffix}"), op_type, inputs, _plain(attrs), dev,
+                      outputs=[(dtype, None)])[0]
+
+    def all_of(suffix, t):
+        rank = add(f"{suffix}_rank", "Rank", [t], {"T": bool_}, int32)
+        axes = add(f"{suffix}_axes", "Range", [w.const(f"{at}/zero", np.int32(0), dev), rank,
+                                               w.const(f"{at}/one", np.int32(1), dev)],
+                   {"Tidx": int32}, int32)
+        return add(suffix, "All", [t, axes], {"keep_dims": False, "Tidx": int32})
+
+    def equal(suffix, a, b, dtype):
+        return w.node(w.fresh(f"{at}/{suffix}"), "Equal", [a, b], {
+            "T": ("type", dtype), "incompatible_shape_error": ("bool", False)}, dev,
+            outputs=[(bool_, None)])[0]
+
+    xr, yr, tcheck = w.ref(x), w.ref(y), op.attrs["Tcheck"]
+    ranks = equal("same_rank", add("x_rank", "Rank", [xr], {"T": tcheck}, int32),
+                  add("y_rank", "Rank", [yr], {"T": tcheck}, int32), int32)
+    shapes = all_of("same_shape", equal(
+        "shape_equal", add("x_shape", "Shape", [xr], {"T": tcheck, "out_type": int64}, int64),
+        add("y_shape", "Shape", [yr], {"T": tcheck, "out_type": int64}, int64), int64))
+    values = all_of("same_values", equal("equal", xr, yr, tcheck))
+    ok = add("ok", "LogicalAnd", [ranks, add("same_shape_and_values", "LogicalAnd",
+                                             [shapes, values], {})], {})
+    message = op.attrs["message"].replace("{x}", "x (below)").replace("{y}", "y (below)")
+    text = w.const(f"{at}/message", np.array(message.encode("utf-8"), dtype=object), dev)
+    check = w.fresh(f"{at}/Assert")
+    w.node(check, "Assert", [ok, text, xr, yr], {
+        "T": ("list(type)", [string, tcheck, tcheck]), "summarize": ("int", 100)}, dev)
+    return w.node(op.name, "Identity", [w.ref(value)], {"T": ("type", value.dtype)}, dev,
+                  [c.name for c in op.control_inputs] + [check],
+                  [(o.dtype, o.shape) for o in op.outputs])
+
+
+class _Helpers:
+    """Nodes of one lowering, named ``<op>/<what>/<suffix>`` on the op's device."""
+
+    def __init__(self, w: _Writer, op: Operation, what: str):
+        self.w, self.at, self.dev = w, f"{op.name}/{what}", op.device
+
+    def add(self, suffix: str, op_type: str, inputs: list[str], attrs: Mapping[str, Any],
+            dtype: Any = int64, outputs: int = 1) -> Any:
+        refs = self.w.node(self.w.fresh(f"{self.at}/{suffix}"), op_type, inputs,
+                           _plain(attrs), self.dev, outputs=[(dtype, None)] * outputs)
+        return refs[0] if outputs == 1 else refs
+
+    def const(self, suffix: str, value: Any, dtype: Any) -> str:
+        return self.w.const(f"{self.at}/{suffix}", np.asarray(value, dtype.as_numpy_dtype),
+                            self.dev)
+
+
+def _lower_stitch_winners(w: _Writer, op: Operation) -> list[str]:
+    """_StitchWinners(indices[N]) in TF's ops: number the positions of all indices in
+    order, DynamicStitch the numbers (the later position wins a row, as the stitches'
+    values do), and keep indices[m][j] where the row's number is (m, j)'s, -1 elsewhere.
+    One IdentityN named after the op holds the N results."""
+    h = _Helpers(w, op, "winners")
+    indices = [w.ref(i) for i in op.inputs]
+    zero, one = h.const("zero", 0, int32), h.const("one", 1, int32)
+    start, positions = zero, []
+    for m, ref in enumerate(indices):
+        size = h.add(f"size{m}", "Size", [ref], {"T": int32, "out_type": int32}, int32)
+        end = h.add(f"end{m}", "AddV2", [start, size], {"T": int32}, int32)
+        numbers = h.add(f"numbers{m}", "Range", [start, end, one], {"Tidx": int32}, int32)
+        shape = h.add(f"shape{m}", "Shape", [ref], {"T": int32, "out_type": int32}, int32)
+        positions.append(h.add(f"positions{m}", "Reshape", [numbers, shape],
+                               {"T": int32, "Tshape": int32}, int32))
+        start = end
+    n = len(indices)
+    last = h.add("last_writer", "DynamicStitch", indices + positions, {"N": n, "T": int32},
+                 int32)
+    minus_one = h.const("minus_one", -1, int32)
+    winners = []
+    for m, (ref, pos) in enumerate(zip(indices, positions)):
+        kept = h.add(f"kept{m}", "GatherV2", [last, ref, zero], {
+            "batch_dims": 0, "Tparams": int32, "Tindices": int32, "Taxis": int32}, int32)
+        won = h.add(f"won{m}", "Equal", [kept, pos], {
+            "T": int32, "incompatible_shape_error": True}, bool_)
+        winners.append(h.add(f"select{m}", "SelectV2", [won, ref, minus_one], {"T": int32},
+                             int32))
+    return w.node(op.name, "IdentityN", winners, {"T": ("list(type)", [int32] * n)},
+                  op.device, [c.name for c in op.control_inputs],
+                  [(o.dtype, o.shape) for o in op.outputs])
+
+
+def _lower_scatter_winners(w: _Writer, op: Operation) -> list[str]:
+    """_ScatterWinners(indices, shape) in TF's ops: number the index tuples, keep the
+    largest number per slot with a TensorScatterMax (checking bad tuples as the forward
+    scatter does, under the same bad_indices_policy), and keep a tuple where it is
+    valid and its number is its slot's, -1 elsewhere."""
+    indices, shape = op.inputs
+    depth = indices.shape[-1] if indices.shape.rank else None
+    if depth is None:
+        raise UnimplementedError(f"Cannot export {op.type} to TensorFlow: the depth of its "
+                                 f"indices '{indices.name}' (their last dim) is unknown",
+                                 op.name, op.type)
+    h = _Helpers(w, op, "winners")
+    t = op.attrs["Tindices"]
+    ref, shape_ref = w.ref(indices), w.ref(shape)
+    tuples = h.add("tuples", "Reshape", [ref, h.const("tuples_shape", [-1, depth], t)],
+                   {"T": t, "Tshape": t}, t)
+    count = h.add("count", "Slice", [h.add("tuples_dims", "Shape", [tuples], {
+        "T": t, "out_type": t}, t), h.const("zero_1", [0], t), h.const("one_1", [1], t)],
+                  {"T": t, "Index": t}, t)
+    numbers = h.add("numbers", "Range", [h.const("zero", 0, t), h.add(
+        "n", "Reshape", [count, h.const("scalar", np.zeros(0), t)], {"T": t, "Tshape": t}, t),
+        h.const("one", 1, t)], {"Tidx": t}, t)
+    slots = h.add("slots", "Slice", [shape_ref, h.const("zero_2", [0], t),
+                                     h.const("depth", [depth], t)], {"T": t, "Index": t}, t)
+    empty = h.add("empty", "Fill", [slots, h.const("minus_one", -1, t)],
+                  {"T": t, "index_type": t}, t)
+    last = h.add("last_writer", "TensorScatterMax", [empty, tuples, numbers], {
+        "T": t, "Tindices": t}, t)
+    w.graph_def.node[-1].attr["bad_indices_policy"].s = \
+        op.attrs["bad_indices_policy"].encode()
+    kept = h.add("kept", "GatherNd", [last, tuples], {"Tparams": t, "Tindices": t}, t)
+    w.graph_def.node[-1].attr["bad_indices_policy"].s = b"IGNORE"
+    axis = h.const("last_axis", -1, int32)
+    in_range = h.add("in_range", "All", [h.add("valid", "LogicalAnd", [
+        h.add("nonnegative", "GreaterEqual", [tuples, h.const("zero_3", 0, t)], {"T": t},
+              bool_),
+        h.add("below", "Less", [tuples, slots], {"T": t}, bool_)], {}, bool_), axis],
+        {"keep_dims": False, "Tidx": int32}, bool_)
+    won = h.add("won", "LogicalAnd", [in_range, h.add("is_last", "Equal", [kept, numbers], {
+        "T": t, "incompatible_shape_error": True}, bool_)], {}, bool_)
+    chosen = h.add("chosen", "SelectV2", [
+        h.add("won_column", "ExpandDims", [won, axis], {"T": bool_, "Tdim": int32}, bool_),
+        tuples, h.const("minus_one_1", -1, t)], {"T": t}, t)
+    return w.node(op.name, "Reshape", [chosen, h.add("indices_shape", "Shape", [ref], {
+        "T": t, "out_type": t}, t)], {"T": ("type", t), "Tshape": ("type", t)}, op.device,
+        [c.name for c in op.control_inputs], [(o.dtype, o.shape) for o in op.outputs])
 
 
 #: graphflow op type -> writer of the TF nodes computing it (None: write it as is).
 LOWERINGS: dict[str, Callable[[_Writer, Operation], list[str] | None]] = {
     "GatherNd": _lower_gather_nd,
     "_BatchIndexTuples": _lower_batch_index_tuples,
+    "_AssertEqual": _lower_assert_equal,
+    "_StitchWinners": _lower_stitch_winners,
+    "_ScatterWinners": _lower_scatter_winners,
 }
 
 
