@@ -319,6 +319,46 @@ def test_math_and_array_ops(scope, tmp_path, name):
     check(scope.graph, {x: xv, y: yv}, outs, tmp_path)
 
 
+# TensorFlow's glue ops (imported graphs carry them): x is [4, 5, 6]
+STRIDED = {  # name: (begin, end, strides, masks)
+    "implicit_ellipsis": ([1, 0], [3, 4], [1, 2], {}),
+    "begin_end_masks": ([0, 0], [2, -1], [1, 1], {"begin_mask": 1, "end_mask": 2}),
+    "reverse": ([-1], [0], [-1], {}),
+    "reverse_masked_step_2": ([0, 0], [0, 0], [-2, -1], {"begin_mask": 3, "end_mask": 3}),
+    "shrink_last": ([1, -1], [2, 0], [1, 1], {"shrink_axis_mask": 3}),
+    "ellipsis_new_axis": ([0, 0, 1], [0, 0, 3], [1, 1, 1],
+                          {"ellipsis_mask": 1, "new_axis_mask": 2}),
+    "new_axis_then_shrink": ([0, 2], [0, 3], [1, 1], {"new_axis_mask": 1,
+                                                      "shrink_axis_mask": 2}),
+    "ellipsis_middle": ([1, 0, -1], [4, 0, 0], [1, 1, 1],
+                        {"ellipsis_mask": 2, "shrink_axis_mask": 4}),
+    "clamped": ([-100, 2], [100, -100], [1, -1], {}),
+}
+
+
+@pytest.mark.parametrize("name", list(STRIDED))
+def test_strided_slice(scope, tmp_path, name):
+    begin, end, strides, masks = STRIDED[name]
+    x = scope.placeholder(gf.float32, shape=[None, 5, 6])
+    out = scope.strided_slice(x, np.array(begin, np.int32), np.array(end, np.int32),
+                              np.array(strides, np.int32), **masks)
+    check(scope.graph, {x: values(np.float32, (4, 5, 6), 16)}, [out], tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, object])
+def test_gather_transpose_tile_prod(scope, tmp_path, dtype):
+    x = scope.placeholder(gf.as_dtype(dtype), shape=[None, 5, 3])
+    ids = scope.placeholder(gf.int32, shape=[None, 2])
+    outs = [scope.gather_v2(x, ids, 0), scope.gather_v2(x, ids, 1), scope.gather_v2(x, ids, -1),
+            scope.transpose(x, [2, 0, 1]), scope.tile(x, [2, 1, 3])]
+    small = scope.placeholder(gf.int32, shape=[None, 5, 3])  # products that do not overflow
+    outs += [scope.prod(scope.cast(small, gf.int64), [1]),
+             scope.prod(small, [0, 2], keep_dims=True)]
+    check(scope.graph, {x: values(dtype, (4, 5, 3), 17), small: (values(np.int32, (4, 5, 3), 18)
+                                                                   % 7 - 3),
+                        ids: np.array([[2, 0], [2, 2], [1, 0]], np.int32)}, outs, tmp_path)
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint32])
 def test_floor_div_mod(scope, tmp_path, dtype):
     x, y = scope.placeholder(gf.as_dtype(dtype)), scope.placeholder(gf.as_dtype(dtype))

@@ -559,6 +559,119 @@ def _sum(em: _Emitter, op: Operation, ins: list) -> list:
                     noop_with_empty_axes=1)]
 
 
+@lowering("Prod")
+def _prod(em: _Emitter, op: Operation, ins: list) -> list:
+    axes = em.node("Reshape", [em.i64(ins[1], op.inputs[1].dtype), em.const([-1], np.int64)])
+    return [em.node("ReduceProd", [ins[0], axes], keepdims=int(op.attrs["keep_dims"]),
+                    noop_with_empty_axes=1)]
+
+
+@lowering("Tile")
+def _tile(em: _Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Tile", [ins[0], em.i64(ins[1], op.inputs[1].dtype)])]
+
+
+def _constant_ints(op: Operation, index: int) -> list[int] | None:
+    from graphflow.inference import constant_value
+    value = constant_value(op.inputs[index])
+    return None if value is None or np.ndim(value) != 1 else [int(v) for v in value]
+
+
+@check("Transpose")
+def _check_transpose(op: Operation, opset: int) -> str | None:
+    if _constant_ints(op, 1) is None:
+        return "with a perm that is not a constant (ONNX's Transpose takes it as an attribute)"
+    return None
+
+
+@lowering("Transpose")
+def _transpose(em: _Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Transpose", [ins[0]], perm=_constant_ints(op, 1))]
+
+
+@check("GatherV2")
+def _check_gather(op: Operation, opset: int) -> str | None:
+    if _constant_int(op, 2) is None:
+        return "with an axis that is not a constant"
+    if op.attrs["batch_dims"] != 0:
+        return "with batch_dims != 0 (not lowered to ONNX)"
+    if op.outputs[0].dtype.is_string and _constant_int(op, 2) != 0 and (
+            op.inputs[0].shape.rank is None or op.inputs[1].shape.rank is None):
+        return "of strings along an axis other than 0 with an unknown rank"
+    return None
+
+
+@lowering("GatherV2")
+def _gather_v2(em: _Emitter, op: Operation, ins: list) -> list:
+    axis = _constant_int(op, 2)
+    indices = em.i64(ins[1], op.inputs[1].dtype)
+    if not op.outputs[0].dtype.is_string:
+        return [em.node("Gather", [ins[0], indices], axis=axis)]
+    if axis == 0:
+        return [em.gather_rows(ins[0], indices)]
+    # strings: onnxruntime's Gather loses them, so gather rows of the axis moved first
+    rank, k = op.inputs[0].shape.rank, op.inputs[1].shape.rank
+    axis %= rank
+    front = [axis] + [d for d in range(rank) if d != axis]
+    rows = em.gather_rows(em.node("Transpose", [ins[0]], perm=front), indices)
+    # rows: indices dims, then params' dims before axis, then those after it
+    back = list(range(k, k + axis)) + list(range(k)) + list(range(k + axis, k + rank - 1))
+    return [em.node("Transpose", [rows], perm=back)]
+
+
+@check("StridedSlice")
+def _check_strided_slice(op: Operation, opset: int) -> str | None:
+    if any(_constant_ints(op, i) is None for i in (1, 2, 3)):
+        return "with begin, end or strides that are not constants"
+    if op.attrs["ellipsis_mask"] and op.inputs[0].shape.rank is None:
+        return "with an ellipsis on an input of unknown rank"
+    return None
+
+
+@lowering("StridedSlice")
+def _strided_slice(em: _Emitter, op: Operation, ins: list) -> list:
+    """One Slice over the sliced dims, Squeeze for the shrunk ones, Unsqueeze for the
+    new axes. A masked begin/end becomes the far end of its direction (ONNX clamps)."""
+    begin, end, strides = (_constant_ints(op, i) for i in (1, 2, 3))
+    bit = lambda mask, i: bool(op.attrs[mask] >> i & 1)  # noqa: E731
+    n = len(begin)
+    ellipsis = [i for i in range(n) if bit("ellipsis_mask", i)][:1]
+    new_axis = [bit("new_axis_mask", i) and i not in ellipsis for i in range(n)]
+    consuming = sum(1 for i in range(n) if not new_axis[i] and i not in ellipsis)
+    axes, starts, ends, steps, shrunk, new_positions = [], [], [], [], [], []
+    dim = pos = 0  # the input dim and the output position the next entry takes
+    for i in range(n):
+        if i in ellipsis:
+            covered = op.inputs[0].shape.rank - consuming
+            dim, pos = dim + covered, pos + covered
+        elif new_axis[i]:
+            new_positions.append(pos)
+            pos += 1
+        elif bit("shrink_axis_mask", i):
+            axes.append(dim)
+            starts.append(begin[i])
+            ends.append(INT64_MAX if begin[i] == -1 else begin[i] + 1)
+            steps.append(1)
+            shrunk.append(dim)
+            dim += 1
+        else:
+            forward = strides[i] > 0
+            axes.append(dim)
+            starts.append((0 if forward else INT64_MAX) if bit("begin_mask", i) else begin[i])
+            ends.append((INT64_MAX if forward else np.iinfo(np.int64).min)
+                        if bit("end_mask", i) else end[i])
+            steps.append(strides[i])
+            dim, pos = dim + 1, pos + 1
+    out = ins[0]
+    if axes:
+        out = em.node("Slice", [out] + [em.const(v, np.int64) for v in (starts, ends, axes, steps)])
+    if shrunk:
+        out = em.node("Squeeze", [out, em.const(shrunk, np.int64)])
+    if new_positions:
+        out = em.node("Unsqueeze", [out, em.const(new_positions, np.int64)])
+    return [out if out != ins[0] else em.node("Identity", [out])]
+
+
 # -- variables (frozen from a session) -----------------------------------------------------------
 @lowering("VarHandleOp")
 def _var_handle(em: _Emitter, op: Operation, ins: list) -> list:
