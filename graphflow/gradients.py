@@ -75,8 +75,14 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, stop_gradients: Any = None,
     ``ys``, ``xs``: an Operand or a list of them, all in one graph.
     ``grad_ys``: one per y (Outputs or values of y's dtype and shape); ones by default.
     ``stop_gradients``: tensors held constant (no gradient flows through them).
-    Returns a list with one entry per x: an Output, an IndexedSlices or None.
+    Returns a list with one entry per x: an Output, an IndexedSlices or None. No y
+    depending on any x is an InvalidArgumentError (``compute_gradients`` gives Nones).
     """
+    return _gradients(ys, xs, grad_ys, stop_gradients, name, require_path=True)
+
+
+def _gradients(ys: Any, xs: Any, grad_ys: Any, stop_gradients: Any, name: str,
+               require_path: bool) -> list:
     ys = _tensors(ys, "ys")
     targets = [_variable_reads(x) if isinstance(x, Variable) else None
                for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
@@ -102,7 +108,8 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, stop_gradients: Any = None,
     root = Scope(graph).with_sub_scope(name)
     first_new_op = len(graph.operations())  # ops from here on are this call's
     between = _ops_between(graph, [x.op for x in xs], [y.op for y in ys], held)
-    _check_every_y_reaches_an_x(graph, ys, xs, between)
+    if require_path:
+        _check_every_y_reaches_an_x(graph, ys, xs, between)
     x_set = set(xs)
 
     pending: dict[Output, list] = defaultdict(list)

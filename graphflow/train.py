@@ -15,11 +15,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .builder import as_operand
 from .errors import InvalidArgumentError
-from .graph import Operation, Output
-from .gradients import gradients, is_differentiable
+from .graph import Graph, Operation, Output
+from .gradients import _gradients, is_differentiable
 from .indexed_slices import IndexedSlices
 from .scope import Scope
+from .shapes import TensorShape
 from .variables import Variable, global_variables
 from .saver import Saver  # noqa: F401
 
@@ -45,20 +47,34 @@ class Optimizer:
                 raise InvalidArgumentError(f"Variable '{v.name}' is from another graph than "
                                            f"the loss '{loss_out.name}'")
         trainable = [v for v in variables if is_differentiable(v.read())]
-        grads = gradients(loss_out, trainable, grad_ys=grad_loss) if trainable else []
+        grads = _gradients(loss_out, trainable, grad_loss, None, "gradients",
+                           require_path=False) if trainable else []
         by_var = dict(zip((v.name for v in trainable), grads))
         return [(by_var.get(v.name), v) for v in variables]
 
     def apply_gradients(self, grads_and_vars: Sequence, name: str | None = None) -> Operation:
-        """One op that applies every (gradient, variable) pair, after all gradients."""
-        pairs = [(g, v) for g, v in grads_and_vars if g is not None]
-        if not pairs:
-            names = [v.name for _, v in grads_and_vars]
+        """One op, named ``name`` (default: the optimizer's name, as TF's), that applies
+        every (gradient, variable) pair after all gradients; the updates are named
+        ``<name>/update_<variable>/...``. A gradient may be an Output, an IndexedSlices
+        or a value numpy converts (a constant of the variable's dtype)."""
+        base = name or self.name
+        pairs = _checked_pairs(grads_and_vars)
+        if not any(g is not None for g, _ in pairs):
+            names = [v.name for _, v in pairs]
             raise InvalidArgumentError(f"No gradients provided for any variable: {names}")
         graph = pairs[0][1].graph
+        for _, v in pairs[1:]:
+            if v.graph is not graph:
+                raise InvalidArgumentError(f"apply_gradients: variable '{v.name}' is from "
+                                           f"another graph than '{pairs[0][1].name}'")
+        # The updates go under the prefix "<name>/" without reserving "<name>", so that the
+        # step op itself gets the name (a sub-scope took it: minimize(name="train") was
+        # "train_1", and a saved graph did not run by the name the user gave).
+        prefix = Scope(graph).with_name(base)._replace(_op_name=None, _prefix=base + "/")
+        pairs = [(_as_gradient(prefix, g, v, k), v) for k, (g, v) in enumerate(pairs)
+                 if g is not None]
         computed = _gradient_ops(pairs)
-        scope = Scope(graph).with_sub_scope(name or self.name).with_control_dependencies(
-            computed)
+        scope = prefix.with_control_dependencies(computed)
         updates = []
         for g, v in pairs:
             s = scope.with_sub_scope(f"update_{v.name.replace('/', '_')}")._replace(
@@ -67,7 +83,7 @@ class Optimizer:
                 updates.append(self._apply_sparse(s, g, v))
             else:
                 updates.append(self._apply_dense(s, g, v))
-        return Scope(graph).with_control_dependencies(updates).no_op(name=name or self.name)
+        return Scope(graph).with_control_dependencies(updates).no_op(name=base)
 
     def minimize(self, loss: Any, var_list: Sequence[Variable] | None = None,
                  name: str | None = None) -> Operation:
@@ -84,7 +100,6 @@ class Optimizer:
 def _learning_rate(value: Any, what: str = "learning_rate") -> "float | Output":
     """A number (a float) or a scalar real Output (a placeholder, a schedule), as TF 1.x
     optimizers take."""
-    from .builder import as_operand
     out = as_operand(value)
     if out is not None:
         if not (out.dtype.is_floating or out.dtype.is_integer) or out.dtype.is_bool:
@@ -100,11 +115,19 @@ def _learning_rate(value: Any, what: str = "learning_rate") -> "float | Output":
 
 
 def _rate_for(scope: Scope, rate: "float | Output", var: Variable) -> Output:
-    """The learning rate as a scalar of ``var``'s dtype."""
+    """The learning rate as a scalar of ``var``'s dtype; one whose shape is not known to
+    be scalar is checked at run time (TF's "alpha is not a scalar": a fed [.1, .2, .3]
+    scaled the update element-wise)."""
     if isinstance(rate, Output):
         if rate.graph is not var.graph:
             raise InvalidArgumentError(f"learning_rate {rate.name} is from another graph than "
                                        f"variable '{var.name}'")
+        if rate.shape != TensorShape([]):
+            from .ops.check_ops import AssertEqual
+            rate = scope.create_op(
+                AssertEqual, rate, scope.shape(rate), scope.constant(np.zeros(0, np.int32)),
+                message=f"alpha is not a scalar: {{x}} (learning_rate '{rate.name}')",
+                name="LearningRateIsScalar")
         return rate if rate.dtype == var.dtype else scope.cast(rate, var.dtype)
     return scope.constant(rate, dtype=var.dtype, name="learning_rate")
 
@@ -150,15 +173,28 @@ class AdagradOptimizer(Optimizer):
             raise InvalidArgumentError(f"initial_accumulator_value must be positive, got "
                                        f"{initial_accumulator_value}")
         self.initial_accumulator_value = start
-        self.slots: dict[str, Variable] = {}
+        self._slots: dict[tuple[Graph, str], Variable] = {}
+
+    def get_slot_names(self) -> list[str]:
+        """The slots each variable gets (TF's names)."""
+        return ["accumulator"]
+
+    def get_slot(self, var: Variable, name: str) -> Variable | None:
+        """``var``'s accumulator (None before ``minimize``/``apply_gradients`` made it)."""
+        if name != "accumulator":
+            raise ValueError(f"AdagradOptimizer has no slot '{name}'; it has 'accumulator'")
+        return self._slots.get((var.graph, var.name))
 
     def _accumulator(self, var: Variable) -> Variable:
-        slot = self.slots.get(var.name)
+        """Slots are keyed by graph and variable name (as TF's): one optimizer may train
+        variables of one name in several graphs."""
+        slot = self._slots.get((var.graph, var.name))
         if slot is None:
             scope = Scope(var.graph)._replace(_device=var.device)
             start = scope.fill(var.shape.as_list(), scope.constant(
                 self.initial_accumulator_value, dtype=var.dtype), name=f"{var.name}/AdagradInit")
-            slot = self.slots[var.name] = scope.variable(start, name=f"{var.name}/{self.name}")
+            slot = scope.variable(start, name=f"{var.name}/{self.name}")
+            self._slots[(var.graph, var.name)] = slot
         return slot
 
     def _rate(self, scope: Scope, var: Variable) -> Output:
@@ -174,8 +210,49 @@ class AdagradOptimizer(Optimizer):
             grad.indices, name="ApplySparse")
 
 
+def _checked_pairs(grads_and_vars: Any) -> list[tuple[Any, Variable]]:
+    """(gradient, variable) pairs, each variable a gf.Variable (TypeError naming what is
+    not)."""
+    if isinstance(grads_and_vars, (str, bytes)) or not hasattr(grads_and_vars, "__iter__"):
+        raise TypeError(f"apply_gradients takes a list of (gradient, variable) pairs, got "
+                        f"{grads_and_vars!r}")
+    pairs = []
+    for k, pair in enumerate(grads_and_vars):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise TypeError(f"apply_gradients: grads_and_vars[{k}] is {pair!r}, not a "
+                            f"(gradient, variable) pair")
+        g, v = pair
+        if not isinstance(v, Variable):
+            raise TypeError(f"apply_gradients: grads_and_vars[{k}] has {v!r} in place of the "
+                            f"variable; it must be a gf.Variable")
+        pairs.append((g, v))
+    if not pairs:
+        raise InvalidArgumentError("No variables provided: grads_and_vars is empty")
+    return pairs
+
+
+def _as_gradient(scope: Scope, g: Any, v: Variable, k: int) -> "Output | IndexedSlices":
+    """An Output or IndexedSlices as is (of ``v``'s graph); another value, converted as TF's
+    ``convert_to_tensor`` does: a constant of ``v``'s dtype."""
+    if isinstance(g, IndexedSlices):
+        parts = (g.values,)
+    else:
+        out = as_operand(g)
+        if out is None:
+            try:
+                return scope.constant(g, dtype=v.dtype, name=f"gradient_{k}")
+            except TypeError as e:
+                raise TypeError(f"apply_gradients: the gradient of variable '{v.name}' "
+                                f"({g!r}) does not convert to {v.dtype.name}: {e}") from None
+        g, parts = out, (out,)
+    for p in parts:
+        if p.graph is not v.graph:
+            raise InvalidArgumentError(f"apply_gradients: the gradient '{p.name}' of variable "
+                                       f"'{v.name}' is from another graph")
+    return g
+
+
 def _as_loss(loss: Any) -> Output:
-    from .builder import as_operand
     out = as_operand(loss)
     if out is None:
         raise TypeError(f"loss {loss!r} is not a graphflow Output")
