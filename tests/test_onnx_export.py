@@ -455,6 +455,18 @@ def test_bad_arguments(scope):
     assert [i.name for i in model.graph.input] == ["x:0"]
 
 
+def test_default_inputs_and_outputs(scope, tmp_path):
+    """outputs=None: the tensors nothing consumes; inputs=None: the placeholders they need."""
+    x = scope.placeholder(gf.float32, shape=[None], name="x")
+    scope.placeholder(gf.float32, name="unused")
+    y = scope.neg(x, name="y")
+    z = scope.tensor_scatter_add(y, [[0], [0]], [1.0, 2.0], name="z")
+    model = gf.export_onnx(scope.graph, None, None, tmp_path / "m.onnx")
+    assert [i.name for i in model.graph.input] == ["x:0"]
+    assert [o.name for o in model.graph.output] == ["z:0"]
+    check(scope.graph, {x: np.arange(3, dtype=np.float32)}, [z, y], tmp_path)
+
+
 def test_nothing_the_user_passed_is_modified(scope, tmp_path):
     x = scope.placeholder(gf.float32, shape=[None])
     out = scope.tensor_scatter_update(x, [[0], [0]], [1.0, 2.0])

@@ -56,14 +56,16 @@ def _import_onnx():
 
 
 # -- the public entry point ----------------------------------------------------------------
-def export_onnx(graph: Graph, inputs: Sequence[Any], outputs: Sequence[Any],
+def export_onnx(graph: Graph, inputs: Sequence[Any] | None, outputs: Sequence[Any] | None,
                 path: "str | os.PathLike | None" = None, opset: int = 18, *,
                 session: Any = None, name: str = "graphflow") -> Any:
     """Write the part of ``graph`` that computes ``outputs`` from ``inputs`` as an ONNX model.
 
     ``inputs`` and ``outputs`` are Outputs (or TF-style names ``"x:0"``); the model's
     values keep those names. Each placeholder the outputs need must be in ``inputs``;
-    any other tensor listed there is fed too, as in ``Session.run``. Variables are
+    any other tensor listed there is fed too, as in ``Session.run``. ``outputs=None``
+    means every tensor nothing consumes (leaving out placeholders, constants and
+    stateful ops); ``inputs=None`` every placeholder those outputs need. Variables are
     refused unless ``session`` is given: their values in that session are then frozen
     into the model as constants. Returns the ``onnx.ModelProto`` (saved at ``path``
     unless it is None). Control dependencies are dropped: an ONNX graph is pure.
@@ -76,8 +78,8 @@ def export_onnx(graph: Graph, inputs: Sequence[Any], outputs: Sequence[Any],
         raise InvalidArgumentError(
             f"export_onnx: opset must be an int in [{MIN_OPSET}, "
             f"{onnx.defs.onnx_opset_version()}] (this onnx's newest), got {opset!r}")
-    feeds = _resolve(graph, inputs, "inputs")
-    fetches = _resolve(graph, outputs, "outputs")
+    fetches = _sinks(graph) if outputs is None else _resolve(graph, outputs, "outputs")
+    feeds = _placeholders(fetches) if inputs is None else _resolve(graph, inputs, "inputs")
     if not fetches:
         raise InvalidArgumentError("export_onnx: outputs must name at least one tensor")
     for what, values in (("inputs", feeds), ("outputs", fetches)):
@@ -126,6 +128,21 @@ def _check(onnx, model) -> None:
         if not info.type.tensor_type.HasField("shape"):
             info.type.tensor_type.shape.SetInParent()
     onnx.checker.check_model(copy)
+
+
+def _sinks(graph: Graph) -> list[Output]:
+    """The outputs no op consumes, of ops that compute (not placeholders, constants or
+    stateful ops), in graph order."""
+    consumed = {i for op in graph.operations() for i in op.inputs}
+    return [out for op in graph.operations()
+            if op.type not in ("Placeholder", "Const") and not op.op_def.stateful
+            for out in op.outputs if out not in consumed]
+
+
+def _placeholders(fetches: list[Output]) -> list[Output]:
+    """The placeholders the fetches need, in graph order."""
+    ops, _ = _needed_ops(fetches, [])
+    return [op.outputs[0] for op in ops if op.type == "Placeholder"]
 
 
 def _resolve(graph: Graph, values: Sequence[Any], what: str) -> list[Output]:
