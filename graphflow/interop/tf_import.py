@@ -528,7 +528,7 @@ def import_tf_graph(source: Any, input_map: Mapping[str, Any] | None = None) -> 
                             for op, names in sorted(planner.missing.items()))
         raise UnimplementedError(f"The GraphDef uses {len(planner.missing)} op type(s) "
                                  f"graphflow does not implement: {listing}")
-    unknown = sorted({name for name, _ in mapping} - set(by_name))
+    unknown = sorted(f"{name}:{index}" for name, index in mapping if name not in by_name)
     if unknown:
         raise InvalidArgumentError(f"Attempted to map inputs that were not found in the "
                                    f"GraphDef: {', '.join(unknown)}")

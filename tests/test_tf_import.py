@@ -1,0 +1,262 @@
+"""gf.import_tf_graph: TensorFlow-written GraphDefs run with TensorFlow's results.
+
+The fixtures in tests/fixtures/tf/ were written by TensorFlow 2.21 with its results
+(tests/fixtures/tf/generate.py); these tests need neither TensorFlow nor the script.
+Tests that run TensorFlow themselves skip without it.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorboardX")
+
+import graphflow as gf  # noqa: E402
+from graphflow.errors import InvalidArgumentError, UnimplementedError  # noqa: E402
+from graphflow.interop import tf_proto as tp  # noqa: E402
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "tf")
+FILES = {"scatter_v1": "scatter_v1.pb", "glue": "glue.pbtxt", "frozen": "frozen.pb",
+         "function": "function.pb", "consts": "consts.pb"}
+
+
+def _full_schema() -> bool:
+    try:
+        tp.protos("tensorboard")
+        return True
+    except ImportError:
+        return False
+
+
+def _expected(name: str):
+    data = np.load(os.path.join(FIXTURES, name + ".npz"), allow_pickle=True)  # our own files
+    feeds = {str(k): data[f"feed_{i}"] for i, k in enumerate(data["feed_names"])}
+    fetches = {str(k): data[f"fetch_{i}"] for i, k in enumerate(data["fetch_names"])}
+    return feeds, fetches
+
+
+def _same(got, want, what):
+    got = np.asarray(got)
+    assert got.shape == want.shape, what
+    if want.dtype == object:
+        assert got.dtype == object and got.ravel().tolist() == want.ravel().tolist(), what
+    else:
+        assert got.dtype == want.dtype, what
+        assert got.tobytes() == want.tobytes(), (what, got, want)  # bit for bit
+
+
+def _run_fixture(graph: gf.Graph, name: str):
+    feeds, fetches = _expected(name)
+    with gf.Session(graph) as sess:
+        got = sess.run(list(fetches), feeds)
+    for (fetch, want), value in zip(fetches.items(), got):
+        _same(value, want, f"{name}: {fetch}")
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_fixture_gives_tensorflows_results(name):
+    if name == "function" and not _full_schema():
+        pytest.skip("the function library needs tensorboard's protos (graphflow[tensorboard-full])")
+    graph = gf.import_tf_graph(os.path.join(FIXTURES, FILES[name]))
+    _run_fixture(graph, name)
+
+
+@pytest.mark.parametrize("form", ["path", "pathlike", "bytes", "tensorboardX message",
+                                  "tensorboard message"])
+def test_sources(form, tmp_path):
+    import pathlib
+
+    path = os.path.join(FIXTURES, "frozen.pb")
+    data = open(path, "rb").read()
+    if form == "path":
+        source = path
+    elif form == "pathlike":
+        source = pathlib.Path(path)
+    elif form == "bytes":
+        source = bytearray(data)
+    else:
+        which = form.split()[0]
+        if which == "tensorboard" and not _full_schema():
+            pytest.skip("tensorboard is not installed")
+        source = tp.protos(which).GraphDef.FromString(data)
+        before = source.SerializeToString()
+    _run_fixture(gf.import_tf_graph(source), "frozen")
+    if form.endswith("message"):
+        assert source.SerializeToString() == before  # the caller's message is not modified
+
+
+def test_text_and_binary_agree(tmp_path):
+    from google.protobuf import text_format
+
+    graph_def = tp.protos().GraphDef.FromString(open(os.path.join(FIXTURES, "scatter_v1.pb"),
+                                                     "rb").read())
+    text = tmp_path / "g.pbtxt"
+    text.write_text(text_format.MessageToString(graph_def))
+    _run_fixture(gf.import_tf_graph(str(text)), "scatter_v1")
+
+
+def test_names_devices_controls_and_shapes():
+    g = gf.import_tf_graph(os.path.join(FIXTURES, "scatter_v1.pb"))
+    assert g.operation("x").type == "Placeholder"
+    assert g.output("x:0").shape.as_list() == [None]
+    assert g.output("idx:0").shape.rank is None           # placeholder of unknown rank
+    assert g.operation("scatter_nd").device == "/device:CPU:0"
+    assert g.output("partition:1").op.type == "DynamicPartition"
+    # tf.control_dependencies([p2]) on the stitch: TF put it on the stitch's constants
+    assert [c.name for c in g.operation("stitch/indices_0").control_inputs] == ["partition"]
+    done = g.operation("done")
+    assert done.type == "NoOp" and [c.name for c in done.control_inputs] == ["ts_add"]
+    feeds, _ = _expected("scatter_v1")
+    with gf.Session(g) as sess:
+        assert sess.run("done", feeds) is None             # an op name as a fetch
+        out = sess.run(g.output("out_scatter_nd:0"), {g.output("idx:0"): feeds["idx:0"],
+                                                      "upd:0": feeds["upd:0"]})
+    _same(out, _expected("scatter_v1")[1]["out_scatter_nd:0"], "Output keys and name keys")
+
+
+def test_function_library_is_inlined():
+    if not _full_schema():
+        pytest.skip("the function library needs tensorboard's protos")
+    g = gf.import_tf_graph(os.path.join(FIXTURES, "function.pb"))
+    types = {op.name: op.type for op in g.operations()}
+    assert types["PartitionedCall"] == "Identity"          # stands for the call's result
+    assert types["PartitionedCall/TensorScatterUpdate"] == "TensorScatterUpdate"
+    assert "PartitionedCall" not in set(types.values())
+
+
+def test_function_library_without_the_full_schema_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(tp, "protos", lambda source=None: tp._load("tensorboardX"))
+    with pytest.raises(UnimplementedError, match=r"PartitionedCall.*graphflow\[tensorboard-full\]"):
+        gf.import_tf_graph(os.path.join(FIXTURES, "function.pb"))
+
+
+def test_unknown_ops_are_listed_in_one_error():
+    with pytest.raises(UnimplementedError) as info:
+        gf.import_tf_graph(os.path.join(FIXTURES, "unknown_ops.pbtxt"))
+    message = str(info.value)
+    for part in ("3 op type(s)", "Log (nodes: Log)", "MatMul (nodes: mm, mm2)",
+                 "Softmax (nodes: sm)"):
+        assert part in message
+
+
+def test_input_map_replaces_a_tensor_with_a_constant():
+    feeds, fetches = _expected("frozen")
+    g = gf.import_tf_graph(os.path.join(FIXTURES, "frozen.pb"), input_map={"ids:0": feeds["ids:0"]})
+    with gf.Session(g) as sess:
+        _same(sess.run("out:0"), fetches["out:0"], "input_map")
+    with pytest.raises(InvalidArgumentError, match="not found in the GraphDef: nope:0"):
+        gf.import_tf_graph(os.path.join(FIXTURES, "frozen.pb"), input_map={"nope:0": 1})
+    with pytest.raises(InvalidArgumentError, match="does not fit"):
+        gf.import_tf_graph(os.path.join(FIXTURES, "frozen.pb"), input_map={"ids:0": [[1]]})
+
+
+# -- bad input: InvalidArgumentError naming the node, nothing returned -------------------
+def _graph_def(*nodes):
+    ps = tp.protos()
+    gd = ps.GraphDef()
+    for name, op, inputs, attrs in nodes:
+        n = gd.node.add(name=name, op=op)
+        n.input.extend(inputs)
+        for k, (kind, v) in attrs.items():
+            n.attr[k].CopyFrom(tp.attr_to_proto(kind, v, ps))
+    return gd
+
+
+def _const(name, value):
+    value = np.asarray(value)
+    return (name, "Const", [], {"value": ("tensor", value),
+                                "dtype": ("type", gf.as_dtype(value.dtype))})
+
+
+F32 = ("type", gf.float32)
+BAD = {
+    "missing input": (_graph_def(_const("a", 1.0), ("b", "Identity", ["nothere"], {"T": F32})),
+                      "b", "input 'nothere' names no node"),
+    "missing control input": (_graph_def(_const("a", 1.0),
+                                         ("b", "Identity", ["a", "^gone"], {"T": F32})),
+                              "b", r"control input '\^gone'"),
+    "cycle": (_graph_def(("a", "Identity", ["b"], {"T": F32}), ("b", "Identity", ["a"], {"T": F32}),
+                         ("c", "Identity", ["a"], {"T": F32})), "a|b", "cycle"),
+    "wrong attr kind": (_graph_def(_const("a", 1.0), ("b", "Identity", ["a"], {"T": ("int", 1)})),
+                        "b", "type 'int' when 'type' expected for attr 'T'"),
+    "wrong attr type": (_graph_def(_const("a", 1.0), ("b", "Identity", ["a"],
+                                                      {"T": ("type", gf.int32)})),
+                        "b", "attr T is int32 but the inputs give float64"),
+    "duplicate name": (_graph_def(_const("a", 1.0), _const("a", 2.0)), "a", "duplicate"),
+    "output out of range": (_graph_def(_const("a", 1.0), ("b", "Identity", ["a:1"], {"T": F32})),
+                            "b", "names output 1 of 'a', which has 1 outputs"),
+    "control before data": (_graph_def(_const("a", 1.0), ("b", "Identity", ["^a", "a"],
+                                                          {"T": F32})), "b", "control inputs"),
+    "unknown attr": (_graph_def(_const("a", 1.0), ("b", "Identity", ["a"],
+                                                   {"T": F32, "bogus": ("int", 3)})),
+                     "b", "attr 'bogus' not in Op<name=Identity>"),
+    "input count": (_graph_def(_const("a", 1.0), ("b", "Identity", ["a", "a"], {"T": F32})),
+                    "b", "takes 1 inputs"),
+    "bad device": (_graph_def(("a", "Const", [], {"value": ("tensor", np.float32(1)),
+                                                  "dtype": F32})), "a", None),
+    "shape error": (_graph_def(_const("a", np.zeros((2, 3), np.float32)), _const("i", [[5]]),
+                               _const("u", [1.0]),
+                               ("s", "TensorScatterUpdate", ["a", "i", "u"], {})),
+                    "s", "updates"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_graph_defs(case):
+    graph_def, node, message = BAD[case]
+    if case == "bad device":
+        graph_def.node[0].device = "/device:CPU:0:junk"
+        message = "device"
+    data = graph_def.SerializeToString()
+    with pytest.raises(InvalidArgumentError, match=message) as info:
+        gf.import_tf_graph(graph_def)
+    assert info.value.node_name is not None and re.fullmatch(node, info.value.node_name)
+    assert graph_def.SerializeToString() == data  # the caller's message is untouched
+
+
+_FROZEN = open(os.path.join(FIXTURES, "frozen.pb"), "rb").read()
+
+
+@pytest.mark.parametrize("data,message", [
+    (_FROZEN[:len(_FROZEN) // 2], "could not be parsed"),
+    (_FROZEN[:-1], "could not be parsed"),
+    (b"\xff\xff\xff\xff", "could not be parsed"),
+    (b'{"format": "graphflow.GraphDef", "nodes": []}', "not a GraphDef|could not be parsed"),
+], ids=["truncated in a node", "truncated in a varint", "garbage", "json"])
+def test_not_a_graph_def(data, message):
+    with pytest.raises(InvalidArgumentError, match=message):
+        gf.import_tf_graph(data)
+
+
+def test_bad_text_and_wrong_types(tmp_path):
+    bad = tmp_path / "bad.pbtxt"
+    bad.write_text('node { name: "a" op: "Const" attr { key: "value" value { tenso')
+    with pytest.raises(InvalidArgumentError, match="bad.pbtxt is not a text GraphDef"):
+        gf.import_tf_graph(str(bad))
+    with pytest.raises(TypeError, match="path .* bytes or a GraphDef"):
+        gf.import_tf_graph(12)
+    with pytest.raises(TypeError, match="takes a GraphDef message, got a tensorboardX.NodeDef"):
+        gf.import_tf_graph(tp.protos("tensorboardX").NodeDef())
+
+
+# -- TensorFlow as the judge, at test time (skipped without it) ---------------------------
+def test_tensorflow_graph_def_message_directly():
+    tf = pytest.importorskip("tensorflow")
+    rng = np.random.default_rng(3)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float64, [None, 5], name="x")
+        i = tf.compat.v1.placeholder(tf.int32, [None], name="i")
+        y = tf.tensor_scatter_nd_max(tf.transpose(x)[:, 1:], tf.expand_dims(i, 1),
+                                     tf.tile(tf.gather(x, [0])[..., 2:], [3, 1]))
+        tf.identity(tf.reduce_prod(y, axis=0) + tf.cast(tf.size(i), tf.float64), name="out")
+    feeds = {"x:0": rng.normal(size=(4, 5)), "i:0": np.int32([2, 0, 2])}
+    with tf.compat.v1.Session(graph=g) as sess:
+        want = sess.run("out:0", feeds)
+    mine = gf.import_tf_graph(g.as_graph_def())          # TensorFlow's own GraphDef class
+    with gf.Session(mine) as sess:
+        got = sess.run("out:0", feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
