@@ -393,6 +393,47 @@ def test_constants_and_fed_intermediates(scope, tmp_path):
     check(scope.graph, {hidden: np.full((2, 2), 7, np.int64)}, [out, words], tmp_path)
 
 
+# -- run-time errors -----------------------------------------------------------------------------
+BAD_RUNS = {  # name: (build(scope, *placeholders), feeds): graphflow raises on each
+    "scatter_negative": (lambda s, t, i: s.tensor_scatter_add(t, i, [1.0]),
+                         [np.zeros(4, np.float32), np.array([[-1]], np.int32)]),
+    "update_past_end": (lambda s, t, i: s.tensor_scatter_update(t, i, [1.0]),
+                        [np.zeros(4, np.float32), np.array([[4]], np.int64)]),
+    "scatter_nd_negative": (lambda s, i: s.scatter_nd(i, [1.0], [3]),
+                            [np.array([[-2]], np.int32)]),
+    "gather_nd_negative": (lambda s, p, i: s.gather_nd(p, i),
+                           [np.zeros((2, 2), np.float32), np.array([[0, -1]], np.int32)]),
+    "gather_v2_negative": (lambda s, p, i: s.gather_v2(p, i, 0),
+                           [np.zeros((2, 2), np.float32), np.array([-1], np.int32)]),
+    "stitch_negative": (lambda s, i: s.dynamic_stitch([i], [[1.0, 2.0]]),
+                        [np.array([3, -1], np.int32)]),
+    "partition_out_of_range": (lambda s, d, p: s.dynamic_partition(d, p, num_partitions=2)[0],
+                               [np.zeros(3, np.float32), np.array([0, 2, 1], np.int32)]),
+    "partition_negative": (lambda s, d, p: s.dynamic_partition(d, p, num_partitions=2)[1],
+                           [np.zeros(3, np.float32), np.array([0, -1, 1], np.int32)]),
+    "floor_div_by_zero": (lambda s, x, y: s.floor_div(x, y),
+                          [np.array([7, 1], np.int32), np.array([2, 0], np.int32)]),
+    "floor_mod_by_zero": (lambda s, x, y: s.floor_mod(x, y),
+                          [np.array([7], np.int64), np.array([0], np.int64)]),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_RUNS))
+def test_what_graphflow_refuses_fails_the_onnx_run(scope, tmp_path, name):
+    """ONNX cannot raise TensorFlow's error, but the lowering turns each bad index (and
+    zero divisor) into an out-of-bounds index, which ONNX makes an error: the run fails."""
+    build, feeds = BAD_RUNS[name]
+    phs = [scope.placeholder(gf.as_dtype(v.dtype)) for v in feeds]
+    out = build(scope, *phs)
+    with gf.Session(scope.graph) as sess:
+        with pytest.raises(InvalidArgumentError):
+            sess.run(out, dict(zip(phs, feeds)))
+    model = gf.export_onnx(scope.graph, phs, [out], tmp_path / "m.onnx")
+    for backend, run in backends(model, tmp_path / "m.onnx").items():
+        with pytest.raises(Exception, match="(?i)out of bounds|invalid ind|out of data bounds"):
+            run([out.name], {p.name: v for p, v in zip(phs, feeds)})
+
+
 # -- variables ---------------------------------------------------------------------------------
 def test_variables_refused_without_session_frozen_with_one(scope, tmp_path):
     table = scope.variable(values(np.float32, (5, 2), 15), name="table")

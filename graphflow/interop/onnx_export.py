@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from graphflow.dtypes import DType, int64
+from graphflow.dtypes import DType, bool_ as _BOOL, int32 as _INT32, int64
 from graphflow.errors import InvalidArgumentError, UnimplementedError
 from graphflow.graph import Graph, Operation, Output
 
@@ -353,6 +353,20 @@ class _Emitter:
         """``value`` as int64 (ONNX's index type)."""
         return value if dtype == int64 else self.cast(value, int64)
 
+    def index(self, value: str, dtype: DType) -> str:
+        """Indices as int64 with each negative one made out of bounds: ONNX would count it
+        from the end, TensorFlow rejects it; an out-of-bounds index is an error in ONNX
+        (the run fails, with the backend's message, not TensorFlow's)."""
+        value = self.i64(value, dtype)
+        negative = self.node("Less", [value, self.const(0, np.int64)])
+        return self.node("Where", [negative, self.const(INT64_MAX, np.int64), value])
+
+    def fail_if(self, condition: str, dtype: DType) -> str:
+        """Zeros of ``dtype`` shaped as ``condition``, and a failed run where it is true:
+        a Gather out of bounds, the one error ONNX has."""
+        return self.node("Gather", [self.const([0], dtype.as_numpy_dtype),
+                                    self.i64(condition, _BOOL)], axis=0)
+
     def cast(self, value: str, dtype: DType) -> str:
         return self.node("Cast", [value], to=_elem_type(self.onnx, dtype))
 
@@ -427,14 +441,18 @@ def _add_n(em: _Emitter, op: Operation, ins: list) -> list:
 @lowering("FloorDiv", "FloorMod")
 def _floor_div_mod(em: _Emitter, op: Operation, ins: list) -> list:
     """Integer floor division and Python's remainder. ONNX's Mod(fmod=0) is Python's %
-    for integers; x // y = (x - x % y) / y divides exactly. A zero divisor (and MIN / -1,
-    which overflows in C) is replaced by 1 so no backend traps: TensorFlow raises there."""
+    for integers; x // y = (x - x % y) / y divides exactly. Divisors 0 and -1 are replaced
+    by 1 so no backend traps (MIN / -1 overflows in C; -1 is done as a negation); a zero
+    one then fails the run, as TensorFlow's "Integer division by zero"."""
     x, y = ins
     dtype = op.inputs[0].dtype
     bad = em.node("Equal", [y, em.scalar(dtype, 0)])
     if not dtype.is_unsigned:
         bad = em.node("Or", [bad, em.node("Equal", [y, em.scalar(dtype, -1)])])
     safe = em.node("Where", [bad, em.scalar(dtype, 1), y])
+    # a zero divisor where an output element needs it fails the run, as in TensorFlow
+    zero = em.node("And", [em.node("Equal", [y, em.scalar(dtype, 0)]), em.node("Equal", [x, x])])
+    safe = em.node("Add", [safe, em.fail_if(zero, dtype)])
     mod = em.node("Mod", [x, safe], fmod=0)
     if op.type == "FloorMod":
         return [mod]
@@ -621,7 +639,7 @@ def _check_gather(op: Operation, opset: int) -> str | None:
 @lowering("GatherV2")
 def _gather_v2(em: _Emitter, op: Operation, ins: list) -> list:
     axis = _constant_int(op, 2)
-    indices = em.i64(ins[1], op.inputs[1].dtype)
+    indices = em.index(ins[1], op.inputs[1].dtype)
     if not op.outputs[0].dtype.is_string:
         return [em.node("Gather", [ins[0], indices], axis=axis)]
     if axis == 0:
@@ -703,7 +721,7 @@ def _read_variable(em: _Emitter, op: Operation, ins: list) -> list:
 @lowering("ResourceGather")
 def _resource_gather(em: _Emitter, op: Operation, ins: list) -> list:
     table = em.const(em.frozen[op.inputs[0].op])
-    return [em.gather_rows(table, em.i64(ins[1], op.inputs[1].dtype))]
+    return [em.gather_rows(table, em.index(ins[1], op.inputs[1].dtype))]
 
 
 # -- the scatter / gather / partition / stitch family --------------------------------------------
@@ -748,7 +766,7 @@ def _scatter_reduce(em: _Emitter, op: Operation, tensor: str, indices: str, upda
 @lowering("ScatterNd")
 def _scatter_nd(em: _Emitter, op: Operation, ins: list) -> list:
     """zeros(shape) + updates at indices, duplicates summed (bools OR-ed, as max)."""
-    indices = em.i64(ins[0], op.inputs[0].dtype)
+    indices = em.index(ins[0], op.inputs[0].dtype)
     shape = em.i64(ins[2], op.inputs[2].dtype)
     dtype = op.outputs[0].dtype
     if dtype.is_bool:
@@ -763,7 +781,7 @@ def _scatter_nd(em: _Emitter, op: Operation, ins: list) -> list:
 @lowering("TensorScatterAdd", "TensorScatterSub", "TensorScatterMin", "TensorScatterMax")
 def _tensor_scatter_reduce(em: _Emitter, op: Operation, ins: list) -> list:
     tensor, indices, updates = ins
-    indices = em.i64(indices, op.inputs[1].dtype)
+    indices = em.index(indices, op.inputs[1].dtype)
     kind = op.type[len("TensorScatter"):].lower()
     if kind == "sub":  # x - u1 - u2 == x + (-u1) + (-u2), also for -0.0 (Neg, not 0 - u)
         dtype = op.outputs[0].dtype
@@ -790,7 +808,7 @@ def _tensor_scatter_update(em: _Emitter, op: Operation, ins: list) -> list:
     """TensorFlow's last write wins: keep only each slot's last writer, then write those
     (no duplicates left, so ScatterND's undefined order no longer matters)."""
     tensor, indices, updates = ins
-    rows, n, depth = _index_rows(em, em.i64(indices, op.inputs[1].dtype))
+    rows, n, depth = _index_rows(em, em.index(indices, op.inputs[1].dtype))
     n_lead = em.node("Sub", [em.node("Size", [em.node("Shape", [indices])]),
                              em.const(1, np.int64)])
     upd_rest = em.slice1(em.node("Shape", [updates]),
@@ -806,7 +824,7 @@ def _tensor_scatter_update(em: _Emitter, op: Operation, ins: list) -> list:
 
 @lowering("GatherNd")
 def _gather_nd(em: _Emitter, op: Operation, ins: list) -> list:
-    indices = em.i64(ins[1], op.inputs[1].dtype)
+    indices = em.index(ins[1], op.inputs[1].dtype)
     return [em.node("GatherND", [ins[0], indices], batch_dims=op.attrs["batch_dims"])]
 
 
@@ -814,8 +832,11 @@ def _gather_nd(em: _Emitter, op: Operation, ins: list) -> list:
 def _dynamic_partition(em: _Emitter, op: Operation, ins: list) -> list:
     """Output i = the rows of data (partitions' dims flattened) whose id is i, in order."""
     ids, rows = em.flat_rows(ins[0], ins[1])
+    num = op.attrs["num_partitions"]
+    # an id outside [0, num) fails the run (TensorFlow's error) instead of dropping its row
+    ids = em.node("Gather", [em.const(np.arange(num, dtype=np.int32)), em.index(ids, _INT32)])
     return [em.node("Compress", [rows, em.node("Equal", [ids, em.const(i, np.int32)])], axis=0)
-            for i in range(op.attrs["num_partitions"])]
+            for i in range(num)]
 
 
 @lowering("DynamicStitch", "ParallelDynamicStitch")
@@ -834,6 +855,8 @@ def _dynamic_stitch(em: _Emitter, op: Operation, ins: list) -> list:
     size = em.node("Add", [em.node("ReduceMax", [em.node("Concat", [ids, em.const([-1], np.int64)],
                                                          axis=0)], keepdims=1),
                            em.const([1], np.int64)])
+    # a negative index fails the run (TensorFlow's error), as ONNX would count it from the end
+    ids = em.node("Where", [em.node("Less", [ids, em.const(0, np.int64)]), size, ids])
     winners, _ = _last_writers(em, size, ids, em.node("Shape", [ids]), "ScatterElements")
     row_shape = em.node("Concat", [em.const([1], np.int64),
                                    em.slice1(em.node("Shape", [rows]), 1)], axis=0)
