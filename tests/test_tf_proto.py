@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("tensorboardX")
 
 import graphflow as gf  # noqa: E402
-from graphflow.errors import InvalidArgumentError, UnimplementedError  # noqa: E402
+from graphflow.errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError  # noqa: E402
 from graphflow.interop import tf_proto as tp  # noqa: E402
 
 
@@ -191,6 +191,11 @@ def test_bad_tensors(source):
     proto = ps.TensorProto(dtype=tp.tf_enum(gf.int32))
     proto.tensor_shape.dim.add(size=-1)
     with pytest.raises(InvalidArgumentError, match="fully defined"):
+        tp.tensor_from_proto(proto)
+    proto = ps.TensorProto(dtype=tp.tf_enum(gf.float64), double_val=[1.0])
+    proto.tensor_shape.dim.add(size=2 ** 30)
+    proto.tensor_shape.dim.add(size=2 ** 10)
+    with pytest.raises(ResourceExhaustedError, match="OOM when allocating"):
         tp.tensor_from_proto(proto)
     with pytest.raises(UnimplementedError, match="DT_BFLOAT16"):
         tp.tensor_from_proto(ps.TensorProto(dtype=14))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..dtypes import DType, dtype_of_array
-from ..errors import InvalidArgumentError, UnimplementedError
+from ..errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError
 from ..shapes import TensorShape
 
 #: How to get the message classes, named in every error about their absence.
@@ -310,6 +311,7 @@ def _typed_values(proto: Any, dtype: DType, count: int, shape: list[int]) -> np.
         if n > count:
             raise InvalidArgumentError(f"Tensor of shape {shape} has {count} elements but "
                                        f"{n} values in string_val")
+        _check_fits(count, dtype, shape)
         array = np.empty(count, dtype=object)
         array[:n] = values
         array[n:] = values[-1] if n else b""
@@ -334,10 +336,24 @@ def _typed_values(proto: Any, dtype: DType, count: int, shape: list[int]) -> np.
                                    f"values in {field}")
     if n == count:
         return values
+    _check_fits(count, dtype, shape)
     out = np.empty(count, dtype=dtype.as_numpy_dtype)
     out[:n] = values
     out[n:] = values[-1] if n else 0
     return out
+
+
+def _check_fits(count: int, dtype: DType, shape: list[int]) -> None:
+    """ResourceExhaustedError before filling a tensor larger than the machine's memory
+    (a few bytes of TensorProto can ask for any shape)."""
+    nbytes = count * (dtype.itemsize if dtype is not _dt.string else 8)
+    try:
+        available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return
+    if nbytes > available:
+        raise ResourceExhaustedError(f"OOM when allocating a tensor of shape {shape} and type "
+                                     f"{dtype.name}: more than the machine's {available} bytes")
 
 
 # -- attrs ----------------------------------------------------------------------------
