@@ -49,6 +49,7 @@ Guarantees.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -101,10 +102,7 @@ class Saver:
         path = os.fsdecode(os.fspath(save_path))
         if global_step is not None:
             path = f"{path}-{_step(sess, global_step)}"
-        target = os.path.realpath(path)  # a symlink keeps pointing at the saved file
-        folder = os.path.dirname(target)
-        if not os.path.isdir(folder):
-            raise ValueError(f"Parent directory of {path} doesn't exist, can't save.")
+        target, folder = _save_target(path)
         if _on_cluster(sess):  # the values live on the workers: one run reads them all
             values = sess.run([v.read() for _, v in named])
             states = [(key, _Snapshot(v.name, value)) for (key, v), value in zip(named, values)]
@@ -113,11 +111,11 @@ class Saver:
         for _, state in states:  # fail before writing anything (save checks again, locked)
             if state.value is None:
                 raise _uninitialized(state.name, path)
-        tmp = os.path.join(folder, f".{os.path.basename(target)}.{secrets.token_hex(6)}.tmp")
+        tmp = _temp_name(folder, os.path.basename(target))
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except OSError as e:
-            raise type(e)(e.errno, e.strerror, path) from None
+            raise _os_error(e, path) from None
         try:
             with os.fdopen(fd, "wb") as f:
                 _write(f, states, path)
@@ -128,7 +126,7 @@ class Saver:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             if isinstance(e, OSError):
-                raise type(e)(e.errno, e.strerror, path) from None
+                raise _os_error(e, path) from None
             raise
         _fsync_folder(folder)
         return path
@@ -327,6 +325,46 @@ def _fsync_folder(folder: str) -> None:
 
 
 # -- reading -----------------------------------------------------------------------------
+def _save_target(path: str) -> tuple[str, str]:
+    """(the file ``save`` writes, its folder): the path must name a file in a folder that
+    exists ("" and "dir/" name none: "dir/" wrote a file named "dir", whose path did not
+    restore)."""
+    if not path:
+        raise ValueError("Saver.save: no path specified (save_path is empty); pass a "
+                         "file path such as 'model.ckpt'")
+    if path.endswith(("/", os.sep)) or os.path.isdir(path):
+        what = "is a directory" if os.path.isdir(path) else "ends with a separator"
+        raise ValueError(f"Saver.save: {path} {what}: it names a folder, not a checkpoint "
+                         f"file; pass a file path such as {os.path.join(path, 'model.ckpt')}")
+    target = os.path.realpath(path)  # a symlink keeps pointing at the saved file
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        raise ValueError(f"Parent directory of {path} doesn't exist, can't save.")
+    return target, folder
+
+
+def _temp_name(folder: str, name: str) -> str:
+    """A fresh temporary file next to the target: ``.{name}.{12 hex}.tmp`` while that fits
+    the file system's name limit (NAME_MAX), else ``.gfckpt.{12 hex}.tmp``."""
+    token = secrets.token_hex(6)
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        limit = 255
+    tmp = f".{name}.{token}.tmp"
+    if len(os.fsencode(tmp)) > limit:
+        tmp = f".gfckpt.{token}.tmp"
+    return os.path.join(folder, tmp)
+
+
+def _os_error(e: OSError, path: str) -> Exception:
+    """An OS error on a checkpoint path as TensorFlow's: a name too long is an
+    InvalidArgumentError naming it; others keep their type, with ``path`` as filename."""
+    if e.errno == errno.ENAMETOOLONG:
+        return InvalidArgumentError(f"{path}: File name too long")
+    return type(e)(e.errno, e.strerror, path)
+
+
 class _Entry:
     """One tensor of a checkpoint, as its header describes it (already checked)."""
 
@@ -345,11 +383,13 @@ class _Reader:
         self.path = path
         try:
             self._file = open(path, "rb", buffering=0)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # NotADirectory: under a regular file
             raise NotFoundError(f"Failed to find any matching files for {path}: no such "
                                 f"checkpoint") from None
         except IsADirectoryError:
             raise NotFoundError(f"{path} is a directory, not a checkpoint file") from None
+        except OSError as e:
+            raise _os_error(e, path) from None
         try:
             self.entries = self._read_header()
         except BaseException:
