@@ -31,6 +31,7 @@ from graphflow.errors import InvalidArgumentError, UnavailableError
 from graphflow.graph import Graph
 
 from .tasks import Task
+from .worker import CLIENT_TOKEN_CHARS
 
 _NAMED_TASK = re.compile(r"([A-Za-z][A-Za-z0-9_]*):([0-9]{1,10})\Z")
 INSTALL_HINT = "pip install 'graphflow[distributed]'"
@@ -93,6 +94,9 @@ class ClusterView:
         self._watched: set[str] = set()
         self._graphs: dict[str, int] = {}  # graph id -> the version (number of ops) shipped
         self.generation = 0  # grows whenever the task map is read again
+        #: names this client on the workers: its Sessions' tokens start with it
+        self.token = uuid.uuid4().hex[:CLIENT_TOKEN_CHARS]
+        self._lease = None  # the future that tells workers this client lives
 
     # -- tasks --------------------------------------------------------------------------
     def tasks(self) -> dict[Task, str]:
@@ -178,9 +182,13 @@ class ClusterView:
             if self._graphs.get(key, -1) >= version:
                 return key, version
         text = json.dumps(graph.as_graph_def(), separators=(",", ":"))
-        from .worker import GraphPlugin, OrphanJournals, plugin_name
+        from .worker import GraphPlugin, OrphanJournals, lease, plugin_name
         if not self._graphs:
             self.client.register_plugin(OrphanJournals(), name="graphflow-orphan-journals")
+        with self._lock:
+            if self._lease is None:  # held as long as this view (and so its Client) lives
+                self._lease = self.client.submit(lease, key=f"graphflow-lease-{self.token}",
+                                                 pure=False)
         self.client.register_plugin(GraphPlugin(key, version, text), name=plugin_name(key))
         with self._lock:
             if key not in self._graphs:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import threading
 import time
 import uuid
@@ -38,7 +39,7 @@ from .cluster import ClusterView, cluster_view, describe
 from .stage_graph import StageSpec, sink_ops
 from .stages import Route, Stage, cut_stages, routes
 from .tasks import Task, assign_tasks
-from .worker import events_of, finish_run, pick, run_stage
+from .worker import events_of, finish_run, lock_run, pick, run_stage
 
 #: Feeds of at least this many bytes go to their workers by ``scatter(direct=True)``;
 #: smaller ones ride in the task's arguments (through the scheduler, no extra round trip).
@@ -57,7 +58,7 @@ class ClusterSession:
         self.config = config
         self.view: ClusterView = cluster_view(config.cluster)
         self.worker_config = replace(config, cluster=None, inter_op_threads=1)
-        self.token = uuid.uuid4().hex[:12]
+        self.token = self.view.token + uuid.uuid4().hex[:8]  # the view's names its lease
         self._runs = itertools.count()
         self.seen: dict[Task, str | None] = {}  # incarnation of each stateful task's worker
         self._commits: dict = {}  # commit futures not done yet -> their worker
@@ -161,10 +162,17 @@ class DistributedPlan:
         self._producer_of = {o: s.index for s in self.stages for o in s.outputs}
         self.arguments: list[list[tuple[str, int]]] = []  # per stage: ("route", k) | ("feed", j)
         self.specs: list[StageSpec] = []
+        written: dict[Task, set[str]] = {}
+        for s in self.stages:
+            if s.writes:
+                written.setdefault(s.task, set()).update(s.written)
+        #: per task the run writes on: the variables whose write locks it takes there
+        self.locks = {t: tuple(sorted(names)) for t, names in sorted(written.items())}
         for s in self.stages:
             layout, sources = self._arguments_of(s)
             self.arguments.append(layout)
-            self.specs.append(_spec(s, graph, sources))
+            self.specs.append(_spec(s, graph, sources, self.locks.get(s.task, ())
+                                    if s.writes else ()))
         # per fetch: ("feed", j) | ("route", k, position) | ("op",)
         self.fetch_plan = [self._fetch_step(f) for f in fetches]
         self.client_routes = [k for k, r in enumerate(self.routes) if r.consumer is None]
@@ -222,12 +230,15 @@ class DistributedPlan:
         run_id = session.next_run()
         trace = metadata is not None
         feeds = self._feeds(client, feed_values, addresses)
+        lock_futures = self._lock_chain(client, run_id, addresses)
         route_futures: dict[int, Any] = {}
         stage_futures = []
         for s, spec, layout in zip(self.stages, self.specs, self.arguments):
             address = addresses[s.task]
             args = [route_futures[k] if kind == "route" else feeds[(k, address)]
                     for kind, k in layout]
+            if s.task in lock_futures:  # after the run's locks there (an argument unread)
+                args.append(lock_futures[s.task])
             future = client.submit(
                 run_stage, spec, session.worker_config, run_id, expected.get(s.task), trace,
                 *args, key=f"graphflow-stage-{run_id}-{s.index}", workers=[address],
@@ -240,6 +251,7 @@ class DistributedPlan:
                     workers=[address], allow_other_workers=False, pure=False)
         everything = stage_futures + [f for f in route_futures.values()
                                       if all(f is not g for g in stage_futures)]
+        everything += lock_futures.values()
         try:
             failed = self._wait(everything, stage_futures, addresses)
             if failed is None:
@@ -261,6 +273,25 @@ class DistributedPlan:
         self._finish(run_id, addresses, commit=True)
         by_route = dict(zip(self.client_routes, fetched))
         return [self._fetched(step, by_route, feed_values) for step in self.fetch_plan]
+
+    def _lock_chain(self, client, run_id: str, addresses: dict[Task, str]) -> dict:
+        """For a run that writes on several tasks: a task per such task that takes the
+        run's write locks there, each after the previous one, in task order (one order
+        for every run of every client: no two runs can each wait for the other). A run
+        that writes on one task takes its locks in its first stage there (no extra
+        task)."""
+        if len(self.locks) < 2:
+            return {}
+        chained: dict[Task, Any] = {}
+        previous: tuple = ()
+        for k, (task, names) in enumerate(self.locks.items()):
+            future = client.submit(lock_run, run_id, names, *previous,
+                                   key=f"graphflow-lock-{run_id}-{k}",
+                                   workers=[addresses[task]], allow_other_workers=False,
+                                   pure=False)
+            chained[task] = future
+            previous = (future,)
+        return chained
 
     def _feeds(self, client, values: Sequence, addresses: dict[Task, str]) -> dict:
         """Each fed value as the argument for each worker that reads it: small ones as
@@ -323,7 +354,11 @@ class DistributedPlan:
 
     def _finish(self, run_id: str, addresses: dict[Task, str], commit: bool) -> None:
         """Commit (without waiting) or roll back (and wait) the run on every worker that
-        may have written; a worker that is gone has nothing left to undo."""
+        may have written; a worker that is gone has nothing left to undo. A rollback is
+        never given up: past _ROLLBACK_TIMEOUT_S (a worker busy or hung) the run's error
+        is raised, but the Session holds the rollback's future until it has run (the
+        worker keeps the run's journal and write locks until then, and takes its client
+        for gone only once its lease is, OrphanJournals)."""
         if not self.writers:
             return
         view = self.session.view
@@ -336,6 +371,7 @@ class DistributedPlan:
         if commit:
             self.session.hold_commits(futures, workers)
             return
+        self.session.hold_commits(futures, workers)  # until done, however long it takes
         settled = _Settled(futures, stop_on_error=False)
         deadline = time.monotonic() + _ROLLBACK_TIMEOUT_S
         next_poll = time.monotonic() + ALIVE_POLL_S
@@ -345,8 +381,13 @@ class DistributedPlan:
             if left != pending and time.monotonic() >= next_poll:
                 left |= set(view.check_alive(pending))
                 next_poll = time.monotonic() + ALIVE_POLL_S
-            if left >= pending or time.monotonic() > deadline:
+            if left >= pending:
                 view.client.cancel(futures)
+                return
+            if time.monotonic() > deadline:
+                _log.warning("Run %s: its rollback on %s has not run after %.0f s; it stays "
+                             "pending (the run's writes there are taken back when it runs)",
+                             run_id, ", ".join(sorted(pending - left)), _ROLLBACK_TIMEOUT_S)
                 return
 
     def _user_error(self, err: BaseException, stage: Stage) -> BaseException:
@@ -404,20 +445,22 @@ class _Settled:
         return self._event.wait(timeout)
 
 
+_log = logging.getLogger(__name__)
 #: How often a waiting run looks at the workers that left (the events it listens to).
 _WATCH_S = 0.02
 #: How long a failed run waits for its rollbacks (a worker that hangs is left behind).
 _ROLLBACK_TIMEOUT_S = 30.0
 
 
-def _spec(stage: Stage, graph: tuple[str, int], sources: tuple) -> StageSpec:
+def _spec(stage: Stage, graph: tuple[str, int], sources: tuple,
+          locks: tuple[str, ...] = ()) -> StageSpec:
     outputs = tuple((o.op.name, o.index) for o in stage.outputs)
     inputs = tuple((o.op.name, o.index, o.dtype.name,
                     None if o.shape.rank is None else tuple(o.shape.as_list()))
                    for o in stage.inputs)
     fields = (*graph, str(stage.task), tuple(op.name for op in stage.ops), inputs, sources,
               outputs, tuple(op.name for op in sink_ops(stage.ops, stage.outputs)),
-              stage.writes, stage.uses_variables)
+              stage.writes, stage.uses_variables, locks)
     key = hashlib.sha256(repr(fields).encode()).hexdigest()
     return StageSpec(key, *fields)
 

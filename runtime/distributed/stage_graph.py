@@ -32,6 +32,7 @@ class StageSpec:
     targets: tuple[str, ...]                   # ops it runs whose outputs nobody reads
     writes: bool                               # may change a variable: run under a journal
     uses_variables: bool                       # holds variables: check the worker's incarnation
+    locks: tuple[str, ...] = ()                # variables whose write locks it takes first
 
 
 def stage_graph(graph_def: dict, spec: StageSpec) -> tuple[Graph, list[Output], list]:

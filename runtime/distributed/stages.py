@@ -49,11 +49,22 @@ class Stage:
                    for op in self.ops)
 
     @property
+    def written(self) -> tuple[str, ...]:
+        """The names of the variables it may change, sorted (their write locks)."""
+        return tuple(sorted({variable_name(i.op) for op in self.ops if op.type not in _READS
+                             for i in op.inputs if i.op.type == "VarHandleOp"}))
+
+    @property
     def uses_variables(self) -> bool:
         return any(op.type == "VarHandleOp" for op in self.ops)
 
 
 _READS = frozenset({"ReadVariableOp", "ResourceGather"})
+
+
+def variable_name(handle: Operation) -> str:
+    """The name a VarHandleOp's variable has in a worker's store."""
+    return handle.attrs.get("shared_name") or handle.name
 
 
 def hop_levels(ops: Sequence[Operation], task_of: Mapping[Operation, Task],

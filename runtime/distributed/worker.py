@@ -11,6 +11,9 @@ Each worker process keeps, per dask ``Worker`` (in-process clusters hold several
   graph and Session that runs there, as a TensorFlow parameter server's);
 - the undo journal of each run that writes and is not finished yet (dropped too when
   the run's client left without finishing it: OrphanJournals);
+- the write locks of its variables: a run that writes a variable holds its lock from
+  its first write until its commit or rollback (strict two-phase locking), so that a
+  rollback restores values no other run has written since (see ``WorkerState.lock``);
 - its incarnation: a fresh id per worker start, by which the client tells a worker
   that restarted (its variables are gone) from one that kept running.
 
@@ -68,6 +71,9 @@ class WorkerState:
         self._in_flight: dict[str, int] = {}
         self._finishing: set[str] = set()  # runs whose commit or rollback task is here
         self._finished: dict[str, None] = {}  # runs taken back or committed: refuse late stages
+        self._rollbacks: set[str] = set()  # runs whose rollback reached this worker
+        self._owners: dict[str, str] = {}  # variable name -> the run holding its write lock
+        self._held: dict[str, list[str]] = {}  # run -> the variables whose lock it holds
         self._lock = threading.Condition()
 
     # -- graphs and stages ------------------------------------------------------------
@@ -127,12 +133,63 @@ class WorkerState:
                 del self._in_flight[run_id]
                 self._lock.notify_all()
 
-    def finish_arrived(self, run_id: str) -> None:
+    def lock(self, run_id: str, names: tuple[str, ...]) -> None:
+        """Take the write locks of the variables ``names`` for ``run_id`` (those it holds
+        already are kept), waiting while another run holds one; called between
+        ``begin`` and ``end``. The locks are held until the run's commit or rollback
+        (``finish``) or until its client is gone (``drop_orphan``).
+
+        Why locks: a run's writes stay in place until it commits (its journal can undo
+        them), so without them a failed run's rollback restored values that runs
+        committed since had written (their updates lost) and an update made on top of
+        the failed run's write outlived its rollback. Holding the lock of every variable
+        a run writes until it finishes makes the rollback exact. Deadlock-free: a run
+        takes all its locks on one worker at once (waiting for all to be free, never
+        holding some while waiting), and a run that writes on several workers takes
+        them worker after worker in one global order (the client chains its
+        ``lock_run`` tasks by task); a waiting task leaves dask's thread pool
+        (``secede``), so the commit or rollback that frees the lock always finds a
+        thread. Reads take no lock (TensorFlow's semantics: a read may see a running
+        run's write)."""
+        seceded = False
+        with self._lock:
+            while True:
+                if run_id in self._finished:
+                    raise CancelledError(f"Run {run_id} was already finished on worker "
+                                         f"{self.address}")
+                if all(self._owners.get(n, run_id) == run_id for n in names):
+                    break
+                if not seceded:
+                    seceded = _secede()
+                self._lock.wait()
+            held = self._held.setdefault(run_id, [])
+            for n in names:
+                if n not in self._owners:
+                    self._owners[n] = run_id
+                    held.append(n)
+        if seceded:
+            _rejoin()
+
+    def _unlock(self, run_id: str) -> None:
+        """Free ``run_id``'s write locks (``_lock`` held)."""
+        for n in self._held.pop(run_id, ()):
+            if self._owners.get(n) == run_id:
+                del self._owners[n]
+        self._lock.notify_all()
+
+    def locks_held(self) -> dict[str, str]:
+        """Variable -> the run holding its write lock (for tests)."""
+        with self._lock:
+            return dict(self._owners)
+
+    def finish_arrived(self, run_id: str, rollback: bool = False) -> None:
         """A commit or rollback of ``run_id`` reached this worker: refuse its late stages,
         and leave its journal to that request while it is here."""
         with self._lock:
             self._mark_finished(run_id)
             self._finishing.add(run_id)
+            if rollback:
+                self._rollbacks.add(run_id)
 
     def finish_gone(self, run_id: str) -> None:
         """That request ran, or was cancelled before it ran."""
@@ -143,18 +200,35 @@ class WorkerState:
         with self._lock:
             return run_id in self._journals
 
+    def holds(self, run_id: str) -> bool:
+        """Whether ``run_id`` keeps a journal or write locks here."""
+        with self._lock:
+            return run_id in self._journals or run_id in self._held
+
     def drop_orphan(self, run_id: str) -> None:
-        """Forget the journal of a run whose client left before finishing it (see
-        OrphanJournals), unless a stage or a commit or rollback of it is still here: its
-        writes stay, as after a commit; late stages are refused."""
+        """Finish a run whose client is gone without finishing it (see OrphanJournals),
+        unless a stage or a commit or rollback of it is still here: a run whose rollback
+        had reached this worker is rolled back (a failed run never commits); otherwise
+        its writes stay, as after a commit (the client may have returned the run's
+        results before it left). Its write locks are freed; late stages are refused."""
         with self._lock:
             if run_id in self._in_flight or run_id in self._finishing:
                 return
             self._mark_finished(run_id)
-            if self._journals.pop(run_id, None) is None:
-                return
-        _log.warning("Run %s on worker %s: its client left before committing or rolling it "
-                     "back; its writes stay", run_id, self.address)
+            journal = self._journals.pop(run_id, None)
+            rollback = run_id in self._rollbacks
+            self._rollbacks.discard(run_id)
+        try:
+            if journal is not None and rollback:
+                journal.rollback()
+        finally:
+            with self._lock:
+                self._unlock(run_id)
+        if journal is None:
+            return
+        _log.warning("Run %s on worker %s: its client left before %s; %s", run_id,
+                     self.address, "its rollback ran" if rollback else "committing it",
+                     "its writes were rolled back" if rollback else "its writes stay")
 
     def _mark_finished(self, run_id: str) -> None:
         self._finished[run_id] = None
@@ -167,12 +241,16 @@ class WorkerState:
         Returns the number of journal entries undone."""
         with self._lock:
             self._mark_finished(run_id)
+            self._lock.notify_all()  # a stage of the run waiting for a lock gives up
             while run_id in self._in_flight:
                 self._lock.wait()
             journal = self._journals.pop(run_id, None)
-        if journal is None or commit:
-            return 0
-        return journal.rollback()
+            self._rollbacks.discard(run_id)
+        try:  # the run still holds its write locks: no other run's write comes between
+            return 0 if journal is None or commit else journal.rollback()
+        finally:
+            with self._lock:
+                self._unlock(run_id)
 
 
 #: How many finished run ids a worker remembers (to refuse a stage that arrives late).
@@ -230,37 +308,57 @@ _REPLACE_S = 1.0
 
 
 class OrphanJournals(WorkerPlugin):
-    """Frees the journals of runs whose client left mid-run. A live client holds a
-    run's stage futures until it has asked for the commit or rollback; the scheduler
-    releases a dead client's futures and cancels its commits. So when a stage of a run,
-    or its commit or rollback, is forgotten here, the journal is dropped
-    ORPHAN_GRACE_S later unless by then a stage, commit or rollback of the run is here
-    or the stage's result is still held elsewhere (WorkerState.drop_orphan)."""
+    """Finishes the runs whose client is gone mid-run (their journals and write locks
+    would stay forever). When a stage or lock task of a run, or its commit or rollback,
+    is forgotten here, the worker looks again ORPHAN_GRACE_S later, and every
+    ORPHAN_GRACE_S after that while the run still holds a journal or locks here: once
+    the client's lease (``graphflow-lease-<client token>``, a future each ClusterView
+    holds for as long as its Client lives) is unknown to the scheduler, the client is
+    gone and the run is finished as ``WorkerState.drop_orphan`` says. A live client is
+    never taken for gone, however long its commit or rollback takes."""
 
     def setup(self, worker) -> None:
         self.worker = worker
 
     def transition(self, key, start: str, finish: str, **kwargs) -> None:
         parts = key.split("-") if isinstance(key, str) else ()
-        if len(parts) != 5 or parts[0] != "graphflow" or parts[1] == "pick":
+        if len(parts) != 5 or parts[0] != "graphflow" or parts[1] not in _RUN_KEYS:
             return
         run_id = f"{parts[2]}-{parts[3]}"
         state = worker_state(self.worker)
-        if parts[1] != "stage" and finish != "forgotten":
-            state.finish_arrived(run_id)
+        finishing = parts[1] in ("commit", "rollback")
+        if finishing and finish != "forgotten":
+            state.finish_arrived(run_id, rollback=parts[1] == "rollback")
         elif finish == "forgotten":
-            if parts[1] != "stage":
+            if finishing:
                 state.finish_gone(run_id)
-            self.worker.loop.add_callback(self._drop_if_orphan, state, run_id,
-                                          key if parts[1] == "stage" else None)
+            self.worker.loop.add_callback(self._drop_if_orphan, state, run_id)
 
-    async def _drop_if_orphan(self, state: WorkerState, run_id: str, stage: str | None) -> None:
-        await asyncio.sleep(ORPHAN_GRACE_S)
-        if not state.has_journal(run_id):
-            return
-        if stage is not None and (await self.worker.scheduler.who_has(keys=[stage])).get(stage):
-            return  # only this copy went (dask keeps one replica): the client still holds it
+    async def _drop_if_orphan(self, state: WorkerState, run_id: str) -> None:
+        while True:
+            await asyncio.sleep(ORPHAN_GRACE_S)
+            if not state.holds(run_id):
+                return
+            lease = lease_key(run_id)
+            status = await self.worker.scheduler.get_task_status(keys=[lease])
+            if status.get(lease) is None:
+                break  # no client wants the lease: the run's client is gone
         state.drop_orphan(run_id)
+
+
+#: The kinds of task key (``graphflow-KIND-<token>-<run>-<k>``) a run leaves on a worker.
+_RUN_KEYS = frozenset({"stage", "lock", "commit", "rollback"})
+#: Characters of a Session token that name its client's ClusterView (see lease_key).
+CLIENT_TOKEN_CHARS = 12
+
+
+def lease_key(run_id: str) -> str:
+    """The key of the lease future of the client that started ``run_id``."""
+    return f"graphflow-lease-{run_id[:CLIENT_TOKEN_CHARS]}"
+
+
+def lease() -> None:
+    """The lease task: nothing; its future held by a client says that it lives."""
 
 
 # -- the functions the client submits --------------------------------------------------------
@@ -284,9 +382,14 @@ def run_stage(spec: StageSpec, config, run_id: str, incarnation: str | None, tra
         raise
     compiled = None
     try:
+        if spec.locks:
+            state.lock(run_id, spec.locks)
         compiled = state.stage(spec, config)
         with journaling(journal):
             results = compiled.plan.run(values, None, metadata)
+    except CancelledError:  # taken back while it waited for a lock
+        _quiet_failure()
+        raise
     except OpError as e:
         _quiet_failure()
         raise _with_device(e, compiled, spec, state) from None
@@ -298,6 +401,25 @@ def run_stage(spec: StageSpec, config, run_id: str, incarnation: str | None, tra
     if metadata is not None:
         events = _placed_events(metadata.events, spec.task, state.address)
     return tuple(results[:compiled.num_outputs]), events
+
+
+def lock_run(run_id: str, names: tuple[str, ...], *after) -> None:
+    """Take a run's write locks on this worker (``WorkerState.lock``) before its stages
+    run here: the client chains these tasks in task order (``after`` is the previous
+    one) for a run that writes on several workers."""
+    state = worker_state()
+    try:
+        state.begin(run_id, False)
+    except CancelledError:
+        _quiet_failure()
+        raise
+    try:
+        state.lock(run_id, names)
+    except CancelledError:
+        _quiet_failure()
+        raise
+    finally:
+        state.end(run_id)
 
 
 def pick(result: tuple, picks: tuple[int, ...]) -> tuple:
@@ -354,6 +476,23 @@ class _QuietUserErrors(logging.Filter):
 _log = logging.getLogger(__name__)
 _quiet_filter = _QuietUserErrors()
 logging.getLogger("distributed.worker").addFilter(_quiet_filter)
+
+
+def _secede() -> bool:
+    """Leave dask's thread pool while this task waits (a worker may have one thread,
+    which the commit or rollback being waited for needs); False outside a dask task."""
+    try:
+        from distributed import get_worker, secede
+        get_worker()
+    except (ImportError, ValueError):
+        return False
+    secede()
+    return True
+
+
+def _rejoin() -> None:
+    from distributed import rejoin
+    rejoin()
 
 
 def _quiet_failure() -> None:
