@@ -479,8 +479,12 @@ def _tile_shape(ctx):
     rank = shape.rank if shape.rank is not None else mult_shape[0] if mult_shape.rank else None
     if rank is None:
         return TensorShape(None)
-    partial = ctx.shape_value("multiples")
-    multiples = partial.as_list() if partial.rank == rank else [None] * rank
+    value = ctx.value("multiples")
+    if value is not None:
+        multiples = [int(m) for m in value.reshape(-1).tolist()]
+    else:  # partly known (a Pack of scalars)
+        partial = ctx.shape_value("multiples")
+        multiples = partial.as_list() if partial.rank == rank else [None] * rank
     _check_multiples(multiples, rank)
     dims = shape.as_list() if shape.rank is not None else [None] * rank
     return TensorShape([None if d is None or m is None else d * m
