@@ -385,6 +385,9 @@ def _fill_shape(ctx):
         raise ctx.error(f"value must be a scalar, got shape {ctx.shape('value')}")
     if ctx.shape("dims").rank not in (None, 1):
         raise ctx.error(f"dims must be a vector, got shape {ctx.shape('dims')}")
+    dims = ctx.value("dims")  # a constant's -1 is a negative dim here, not an unknown one
+    if dims is not None and (dims < 0).any():
+        raise ctx.error(f"Fill dimensions must be >= 0, got {dims.tolist()}")
     target = ctx.shape_value("dims")
     return target
 
@@ -536,7 +539,7 @@ def _concat_shape(ctx):
         raise ctx.error("Can't concatenate scalars (use tf.stack instead)")
     if axis_value is None:
         return TensorShape.unknown(rank)
-    axis = _check_axis(int(axis_value), rank, "ConcatOp : Expected concatenating dimensions in the range")
+    axis = _concat_axis(int(axis_value), rank)
     out = [None] * rank
     total = 0
     for i, s in enumerate(shapes):
@@ -553,13 +556,21 @@ def _concat_shape(ctx):
     return TensorShape(out)
 
 
+def _concat_axis(axis: int, rank: int) -> int:
+    """``axis`` in [0, rank), from [-rank, rank) (TensorFlow's ConcatOp message)."""
+    if not -rank <= axis < rank:
+        raise InvalidArgumentError(f"ConcatOp : Expected concatenating dimensions in the "
+                                   f"range [{-rank}, {rank}), but got {axis}")
+    return axis % rank
+
+
 @ConcatV2.kernel("cpu")
 @ConcatV2.kernel("gpu", T=NON_STRING_TYPES)
 def _concat(ctx, values, axis):
     rank = np.ndim(values[0])
     if rank == 0:
         raise InvalidArgumentError("Can't concatenate scalars (use tf.stack instead)")
-    a = _check_axis(int(axis), rank, "ConcatOp : Expected concatenating dimensions in the range")
+    a = _concat_axis(int(axis), rank)
     for i, v in enumerate(values[1:], 1):
         if np.ndim(v) != rank or any(np.shape(v)[d] != np.shape(values[0])[d]
                                      for d in range(rank) if d != a):
