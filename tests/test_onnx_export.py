@@ -172,15 +172,16 @@ def test_scatter_min_max_nan_update_never_wins(scope, tmp_path, op_type):
 
 
 @pytest.mark.parametrize("batch_dims", [0, 1, 2])
-@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
-def test_gather_nd_batch_dims(scope, tmp_path, batch_dims, index_dtype):
-    params = values(np.float32, (2, 3, 4, 5), 5)
+@pytest.mark.parametrize("index_dtype", [np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("dtype", [np.float32, np.uint16, bool, object])
+def test_gather_nd_batch_dims(scope, tmp_path, batch_dims, index_dtype, dtype):
+    params = values(dtype, (2, 3, 4, 5), 5)
     depth = 2 if batch_dims < 2 else 1
     batch = params.shape[:batch_dims]
     rng = np.random.default_rng(6)
     bounds = params.shape[batch_dims:batch_dims + depth]
     indices = np.stack([rng.integers(0, b, batch + (3,)) for b in bounds], -1).astype(index_dtype)
-    p, i = scope.placeholder(gf.float32), scope.placeholder(gf.as_dtype(index_dtype))
+    p, i = scope.placeholder(gf.as_dtype(dtype)), scope.placeholder(gf.as_dtype(index_dtype))
     out = scope.gather_nd(p, i, batch_dims=batch_dims)
     check(scope.graph, {p: params, i: indices}, [out], tmp_path,
           [ref_gather_nd(params, indices, batch_dims)])
@@ -249,7 +250,9 @@ def test_partition_stitch_round_trip(scope, tmp_path):
 # -- random indices with duplicates ----------------------------------------------------------
 @settings(max_examples=12, deadline=None)
 @given(st.data())
-def test_random_duplicates_update_and_stitch(tmp_path_factory, data):
+def test_random_duplicates(tmp_path_factory, data):
+    """Random index lists, duplicates likely: last write wins (update, stitch), sums
+    (add, ScatterNd), max, and partitions, in one graph."""
     rows = data.draw(st.integers(1, 5), label="rows")
     n = data.draw(st.integers(0, 8), label="n")
     ids = np.array(data.draw(st.lists(st.integers(0, rows - 1), min_size=n, max_size=n)),
@@ -258,16 +261,25 @@ def test_random_duplicates_update_and_stitch(tmp_path_factory, data):
     g = gf.Graph()
     scope = gf.Scope(g)
     tensor, updates = values(np.float32, (rows, 2), n), values(np.float32, (n, 2), n + 1)
+    counts = values(np.int32, (n, 2), n + 2)
     t, i, u = (scope.placeholder(d) for d in (gf.float32, gf.int32, gf.float32))
-    scattered = scope.tensor_scatter_update(t, i, u)
+    c = scope.placeholder(gf.int32)
     i0, i1 = scope.placeholder(gf.int32), scope.placeholder(gf.int32)
     d0, d1 = scope.placeholder(gf.float32), scope.placeholder(gf.float32)
-    stitched = scope.dynamic_stitch([i0, i1], [d0, d1])
-    feeds = {t: tensor, i: ids[:, None], u: updates, i0: ids[:split], i1: ids[split:],
-             d0: updates[:split], d1: updates[split:]}
-    check(g, feeds, [scattered, stitched], tmp_path_factory.mktemp("onnx"),
+    outs = [scope.tensor_scatter_update(t, i, u), scope.tensor_scatter_max(t, i, u),
+            scope.tensor_scatter_add(scope.cast(t, gf.int32), i, c),
+            scope.scatter_nd(i, c, np.array([rows, 2], np.int32)),
+            scope.dynamic_stitch([i0, i1], [d0, d1])]
+    outs += scope.dynamic_partition(u, scope.floor_mod(scope.reshape(i, [-1]), 3), 3)
+    feeds = {t: tensor, i: ids[:, None], u: updates, c: counts, i0: ids[:split],
+             i1: ids[split:], d0: updates[:split], d1: updates[split:]}
+    check(g, feeds, outs, tmp_path_factory.mktemp("onnx"),
           [ref_scatter(tensor, ids[:, None], updates, "update"),
-           ref_dynamic_stitch([ids[:split], ids[split:]], [updates[:split], updates[split:]])])
+           ref_scatter(tensor, ids[:, None], updates, "max"),
+           ref_scatter(tensor.astype(np.int32), ids[:, None], counts, "add"),
+           ref_scatter_nd(ids[:, None], counts, (rows, 2)),
+           ref_dynamic_stitch([ids[:split], ids[split:]], [updates[:split], updates[split:]])]
+          + ref_dynamic_partition(updates, ids % 3, 3))
 
 
 # -- math and array ops ----------------------------------------------------------------------
