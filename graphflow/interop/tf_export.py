@@ -456,11 +456,30 @@ def _lower_scatter_winners(w: _Writer, op: Operation) -> list[str]:
         [c.name for c in op.control_inputs], [(o.dtype, o.shape) for o in op.outputs])
 
 
+def _lower_sparse_adagrad(w: _Writer, op: Operation) -> list[str]:
+    """graphflow's ResourceSparseApplyAdagrad sums duplicate rows' gradients first (as TF's
+    optimizer does in Python before its kernel, which applies duplicates one by one):
+    Unique + UnsortedSegmentSum, then TF's kernel on the unique rows."""
+    var, accum, lr, grad, indices = op.inputs
+    h = _Helpers(w, op, "dedup")
+    t, ti = op.attrs["T"], op.attrs["Tindices"]
+    rows, position = h.add("unique", "Unique", [w.ref(indices)],
+                           {"T": ti, "out_idx": ti}, ti, outputs=2)
+    count = h.add("count", "Size", [rows], {"T": ti, "out_type": ti}, ti)
+    summed = h.add("summed", "UnsortedSegmentSum", [w.ref(grad), position, count],
+                   {"T": t, "Tindices": ti, "Tnumsegments": ti}, t)
+    _, attrs = tf_form(op)
+    w.node(op.name, op.type, [w.ref(var), w.ref(accum), w.ref(lr), summed, rows], attrs,
+           op.device, [c.name for c in op.control_inputs])
+    return []
+
+
 #: graphflow op type -> writer of the TF nodes computing it (None: write it as is).
 LOWERINGS: dict[str, Callable[[_Writer, Operation], list[str] | None]] = {
     "GatherNd": _lower_gather_nd,
     "_BatchIndexTuples": _lower_batch_index_tuples,
     "_AssertEqual": _lower_assert_equal,
+    "ResourceSparseApplyAdagrad": _lower_sparse_adagrad,
     "_StitchWinners": _lower_stitch_winners,
     "_ScatterWinners": _lower_scatter_winners,
 }
