@@ -20,7 +20,10 @@ from graphflow.interop import tf_proto as tp  # noqa: E402
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "tf")
 FILES = {"scatter_v1": "scatter_v1.pb", "glue": "glue.pbtxt", "frozen": "frozen.pb",
-         "function": "function.pb", "consts": "consts.pb"}
+         "function": "function.pb", "nested_function": "nested_function.pb",
+         "consts": "consts.pb"}
+#: fixtures with a function library (readable through tensorboard's protos only)
+LIBRARY = {"function", "nested_function"}
 
 
 def _full_schema() -> bool:
@@ -58,7 +61,7 @@ def _run_fixture(graph: gf.Graph, name: str):
 
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_fixture_gives_tensorflows_results(name):
-    if name == "function" and not _full_schema():
+    if name in LIBRARY and not _full_schema():
         pytest.skip("the function library needs tensorboard's protos (graphflow[tensorboard-full])")
     graph = gf.import_tf_graph(os.path.join(FIXTURES, FILES[name]))
     _run_fixture(graph, name)
@@ -125,6 +128,17 @@ def test_function_library_is_inlined():
     assert types["PartitionedCall"] == "Identity"          # stands for the call's result
     assert types["PartitionedCall/TensorScatterUpdate"] == "TensorScatterUpdate"
     assert "PartitionedCall" not in set(types.values())
+
+
+def test_nested_functions_with_two_results_are_inlined():
+    if not _full_schema():
+        pytest.skip("the function library needs tensorboard's protos")
+    g = gf.import_tf_graph(os.path.join(FIXTURES, "nested_function.pb"))
+    call = g.operation("PartitionedCall")   # two results: a NoOp waiting for the function
+    assert call.type == "NoOp" and call.control_inputs
+    assert g.operation("PartitionedCall/PartitionedCall").type == "Identity"  # one result
+    assert g.operation("PartitionedCall/PartitionedCall/GatherV2").type == "GatherV2"
+    assert g.operation("Identity_1").inputs[0].op.name == "PartitionedCall/Identity_1"
 
 
 def test_function_library_without_the_full_schema_says_what_to_install(monkeypatch):

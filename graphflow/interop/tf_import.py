@@ -174,6 +174,8 @@ class _Planner:
             self.library_unreadable = True
         self.nodes: list[_Node] = []
         self.names: set[str] = set()
+        #: inlined call -> (its results as (node, ref), the function's output names)
+        self.results: dict[str, tuple[list, list[str]]] = {}
         self.missing: dict[str, list[str]] = {}
 
     # -- top level --------------------------------------------------------------------
@@ -193,7 +195,25 @@ class _Planner:
             attrs = _decode_attrs(node, f"node[{i}]")
             self._add(_Node(node.name, node.op, data, controls, node.device, attrs, f"node[{i}]"),
                       node, stack=())
+        for n in self.nodes:
+            n.inputs = [self._redirect(n, src, ref) for src, ref in n.inputs]
         return self.nodes
+
+    def _redirect(self, n: _Node, src: str, ref: Any) -> tuple[str, Any]:
+        """A reference to an inlined call's output, as the function result it reads
+        (through nested calls)."""
+        if src not in self.results:
+            return src, ref
+        results, names = self.results[src]
+        if isinstance(ref, tuple):  # 'call:output:0' (PartitionedCall) or 'call:ret_name:0'
+            arg, index = ref
+            index = index if arg not in names else names.index(arg) + index
+        else:
+            index = ref
+        if not 0 <= index < len(results):
+            raise _error(f"input '{src}:{index}' names output {index} of the call '{src}', "
+                         f"whose function returns {len(results)} values", n.name, n.op)
+        return self._redirect(n, *results[index])
 
     def _add(self, n: _Node, raw: Any, stack: tuple) -> None:
         called = self._called_function(n, raw)
@@ -281,13 +301,15 @@ class _Planner:
             ref = (m["arg"], int(m["index"])) if m["arg"] else 0
             results.append(resolve(m["node"], ref, call.name))
         control_ret = [prefix + n for n in f.control_ret.values() if n in body_names]
-        if len(results) != 1:
-            raise UnimplementedError(
-                f"Function '{fname}' returns {len(results)} values; only functions of one "
-                f"result are inlined (graphflow has no IdentityN of mixed types to stand for "
-                f"the call)", call.name, call.op)
-        self.nodes.append(_Node(call.name, "Identity", results, control_ret, call.device, {},
-                                call.where))
+        # uses of the call's outputs read the function's results directly
+        names = [a.name for a in sig.output_arg]
+        self.results[call.name] = (results, names)
+        if len(results) == 1:  # the call's name stands for its one result: "call:0" works
+            self.nodes.append(_Node(call.name, "Identity", results, control_ret, call.device,
+                                    {}, call.where))
+        else:  # a NoOp that waits for the whole function ("^call", or the call as a fetch)
+            self.nodes.append(_Node(call.name, "NoOp", [], sorted(
+                {src for src, _ in results} | set(control_ret)), call.device, {}, call.where))
 
     def _bad_control(self, name: str, fname: str, call: _Node) -> str:
         raise _error(f"control input '^{name}' of function '{fname}' names no node of the "
