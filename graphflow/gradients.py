@@ -278,10 +278,16 @@ def _checked_grad_y(scope: Scope, y: Output, grad: Output, k: int) -> Output:
         return grad
     from graphflow.ops.check_ops import AssertEqual
     s = scope.with_sub_scope(f"grad_ys_{k}_check")._replace(_device=grad.op.device)
-    return s.create_op(
-        AssertEqual, grad, s.shape(grad, out_type=int64), s.shape(y, out_type=int64),
+    # The check passes y's shape (a small host vector) on, and grad is reshaped to it
+    # (no copy): grad itself never moves to where the check runs.
+    y_shape = s.shape(y, out_type=int64)
+    checked = s.create_op(
+        AssertEqual, y_shape, s.shape(grad, out_type=int64), y_shape,
         message=f"gradients: grad_ys[{k}] ('{grad.name}') has shape {{x}} at run time; "
                 f"it must have the shape {{y}} of '{y.name}'", name="GradYShape")
+    out = s.reshape(grad, checked, name="GradY")
+    out.shape = out.shape.merge_with(y.shape).merge_with(grad.shape)
+    return out
 
 
 def _fill_missing(scope: Scope, op: Operation, grads: list) -> list:
