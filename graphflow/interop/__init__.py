@@ -4,7 +4,8 @@
   full schema) and conversions between them and graphflow dtypes, shapes, arrays, attrs.
 - ``tf_import``: ``gf.import_tf_graph`` — a TensorFlow GraphDef as a gf.Graph.
 - ``tf_export``: ``gf.export_tf_graph`` — a gf.Graph as a TensorFlow GraphDef.
-- ``onnx_export``: ``gf.export_onnx`` — an inference graph as an ONNX model.
+- ``onnx_export``: ``gf.export_onnx`` — an inference graph as an ONNX model;
+  ``onnx_lowering``: each op's ONNX lowering, TensorFlow's semantics kept.
 
 Every protobuf dependency is optional and imported lazily, on first use, with an
 error that names the extra to install.

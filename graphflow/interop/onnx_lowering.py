@@ -1,0 +1,646 @@
+"""The ONNX lowering of each op: ``LOWERINGS[op_type](em, op, inputs)`` adds the ONNX
+nodes computing ``op``'s outputs through an :class:`Emitter` and returns their value
+names; ``CHECKS[op_type](op, opset)`` says why a node cannot be lowered, or None.
+
+Every lowering keeps TensorFlow's semantics exactly, also where ONNX leaves a case
+undefined or counts from the end (and where tf2onnx's lowerings are wrong):
+
+- ScatterNd / TensorScatterAdd / Sub sum duplicates (ScatterND ``reduction="add"``;
+  Sub adds the negated updates); TensorScatterMin / Max keep TF's NaN rules.
+- TensorScatterUpdate and the stitches keep the last write for duplicates (ONNX's
+  ``reduction="none"`` leaves them undefined): a max-scatter of positions finds each
+  slot's last writer, then only the winners are written.
+- DynamicStitch is ``max(index) + 1`` rows long, rows no index names are zero;
+  DynamicPartition selects each partition's rows with Compress, any partitions rank.
+- What TensorFlow rejects at run time (a negative or out-of-range index, a partition id
+  out of range, a zero integer divisor) becomes an out-of-bounds index, which ONNX makes
+  an error: the run fails instead of going on with a wrong value.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from graphflow.dtypes import DType, bool_ as _BOOL, float32, int32 as _INT32, int64
+from graphflow.graph import Operation
+
+#: op type -> lowering(em, op, inputs) -> ONNX value names of the op's outputs
+LOWERINGS: dict[str, Callable[["Emitter", Operation, list], list]] = {}
+
+INT64_MAX = np.iinfo(np.int64).max
+
+
+def lowering(*op_types: str):
+    """Register the decorated function as the ONNX lowering of ``op_types``."""
+    def register(fn):
+        for op_type in op_types:
+            LOWERINGS[op_type] = fn
+        return fn
+    return register
+
+
+#: op type -> check(op, opset) -> why it cannot be exported, or None
+CHECKS: dict[str, Callable[[Operation, int], str | None]] = {}
+
+
+def check(*op_types: str):
+    """Register the decorated function as the export-time check of ``op_types``."""
+    def register(fn):
+        for op_type in op_types:
+            CHECKS[op_type] = fn
+        return fn
+    return register
+
+
+def elem_type(onnx, dtype: DType) -> int:
+    if dtype.is_string:
+        return onnx.TensorProto.STRING
+    return onnx.helper.np_dtype_to_tensor_dtype(dtype.as_numpy_dtype)
+
+
+# -- building the ONNX graph -----------------------------------------------------------------
+class Emitter:
+    """The ONNX nodes and initializers made so far, and each graphflow Output's value name.
+
+    A lowering calls ``node``/``const`` for what it needs; the value it returns for an
+    output is renamed to the output's own name (``op:0``) when one of its nodes made it."""
+
+    def __init__(self, onnx, opset: int, frozen: dict[Operation, np.ndarray]):
+        self.onnx, self.h, self.opset, self.frozen = onnx, onnx.helper, opset, frozen
+        self.nodes: list = []
+        self.initializers: list = []
+        self.values: dict[Output, str] = {}
+        self._names: set[str] = set()
+        self._consts: dict[tuple, str] = {}
+        self._op: Operation | None = None
+        self._first = 0
+
+    def unique(self, base: str) -> str:
+        name, i = base, 1
+        while name in self._names:
+            name, i = f"{base}_{i}", i + 1
+        self._names.add(name)
+        return name
+
+    def begin(self, op: Operation) -> None:
+        self._op, self._first = op, len(self.nodes)
+
+    def end(self, op: Operation, names: list) -> None:
+        """Give the values this op's nodes made for its outputs the outputs' names."""
+        made = {v for node in self.nodes[self._first:] for v in node.output}
+        for out, value in zip(op.outputs, names):
+            if value in made and out.name not in self._names and value not in (
+                    self.values.get(o) for o in op.outputs[:out.index]):
+                self._names.add(out.name)
+                for node in self.nodes[self._first:]:
+                    node.output[:] = [out.name if v == value else v for v in node.output]
+                    node.input[:] = [out.name if v == value else v for v in node.input]
+                names[out.index] = out.name
+
+    def node(self, op_type: str, inputs: Sequence[str], n_out: int = 1, **attrs) -> Any:
+        """Add one ONNX node; its output name (a list when ``n_out != 1``)."""
+        base = f"{self._op.name}/{op_type}"
+        outs = [self.unique(f"{base}:{i}") for i in range(n_out)]
+        self.nodes.append(self.h.make_node(op_type, list(inputs), outs, name=self.unique(base),
+                                           **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def const(self, value: Any, dtype: Any = None) -> str:
+        """An initializer holding ``value`` (shared between equal small constants)."""
+        array = np.asarray(value, dtype=dtype)
+        key = None
+        if array.size <= 16 and array.dtype != object:
+            key = (array.dtype.str, array.shape, array.tobytes())
+            if key in self._consts:
+                return self._consts[key]
+        name = self.unique(f"{self._op.name}/const" if self._op else "const")
+        if array.dtype == object:  # strings
+            tensor = self.h.make_tensor(name, self.onnx.TensorProto.STRING, array.shape,
+                                        [bytes(v) for v in array.reshape(-1)])
+        else:
+            tensor = self.onnx.numpy_helper.from_array(np.array(array, order="C"), name)
+        self.initializers.append(tensor)
+        if key is not None:
+            self._consts[key] = name
+        return name
+
+    def scalar(self, dtype: DType, value: Any) -> str:
+        """A scalar of ``dtype`` (``value`` cast; b"" for a string zero)."""
+        if dtype.is_string:
+            return self.const(np.array(value if isinstance(value, bytes) else b"", object))
+        return self.const(np.array(value).astype(dtype.as_numpy_dtype))
+
+    def i64(self, value: str, dtype: DType) -> str:
+        """``value`` as int64 (ONNX's index type)."""
+        return value if dtype == int64 else self.cast(value, int64)
+
+    def index(self, value: str, dtype: DType) -> str:
+        """Indices as int64 with each negative one made out of bounds: ONNX would count it
+        from the end, TensorFlow rejects it; an out-of-bounds index is an error in ONNX
+        (the run fails, with the backend's message, not TensorFlow's)."""
+        value = self.i64(value, dtype)
+        negative = self.node("Less", [value, self.const(0, np.int64)])
+        return self.node("Where", [negative, self.const(INT64_MAX, np.int64), value])
+
+    def fail_if(self, condition: str, dtype: DType) -> str:
+        """Zeros of ``dtype`` shaped as ``condition``, and a failed run where it is true:
+        a Gather out of bounds, the one error ONNX has."""
+        return self.node("Gather", [self.const([0], dtype.as_numpy_dtype),
+                                    self.i64(condition, _BOOL)], axis=0)
+
+    def cast(self, value: str, dtype: DType) -> str:
+        return self.node("Cast", [value], to=elem_type(self.onnx, dtype))
+
+    def slice1(self, value: str, start: Any, end: Any = None) -> str:
+        """``value[start:end]`` of a 1-D value; ``start`` / ``end`` ints or [1] values."""
+        starts = start if isinstance(start, str) else self.const([start], np.int64)
+        ends = end if isinstance(end, str) else self.const(
+            [INT64_MAX if end is None else end], np.int64)
+        return self.node("Slice", [value, starts, ends])
+
+    def gather_rows(self, table: str, ids: str) -> str:
+        """``table[ids]`` along dim 0 (ids any shape), as GatherND: onnxruntime's Gather
+        (1.32) copies only the first string of each row of a string table."""
+        rows = self.node("Unsqueeze", [ids, self.const([-1], np.int64)])
+        return self.node("GatherND", [table, rows])
+
+    def flat_rows(self, data: str, lead: str) -> tuple[str, str]:
+        """``lead`` (a tensor whose shape is a prefix of ``data``'s) and ``data`` with that
+        prefix flattened to one dim: ([n], [n] + data.shape[rank(lead):])."""
+        lead_shape = self.node("Shape", [lead])
+        n = self.node("ReduceProd", [lead_shape], keepdims=1)
+        rank = self.node("Shape", [lead_shape])
+        rest = self.slice1(self.node("Shape", [data]), rank)
+        rows = self.node("Reshape", [data, self.node("Concat", [n, rest], axis=0)], allowzero=1)
+        return self.node("Reshape", [lead, n], allowzero=1), rows
+
+
+# -- element-wise math ---------------------------------------------------------------------------
+_SIMPLE = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "RealDiv": "Div", "Maximum": "Max",
+           "Minimum": "Min", "Equal": "Equal", "Less": "Less", "Greater": "Greater",
+           "LogicalAnd": "And", "LogicalOr": "Or", "LogicalNot": "Not", "Neg": "Neg",
+           "SelectV2": "Where", "Identity": "Identity", "StopGradient": "Identity"}
+
+
+@lowering(*_SIMPLE)
+def _simple(em: Emitter, op: Operation, ins: list) -> list:
+    return [em.node(_SIMPLE[op.type], ins)]
+
+
+@check("Add")
+def _check_add(op: Operation, opset: int) -> str | None:
+    if op.inputs[0].dtype.is_string:
+        return "on strings (ONNX's Add does not concatenate)"
+    return None
+
+
+@check("Equal", "NotEqual")
+def _check_equal(op: Operation, opset: int) -> str | None:
+    if op.inputs[0].dtype.is_string and opset < 19:
+        return "on strings (ONNX's Equal takes strings from opset 19: pass opset=19)"
+    return None
+
+
+@lowering("NotEqual")
+def _not_equal(em: Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Not", [em.node("Equal", ins)])]
+
+
+@lowering("Conj")
+def _conj(em: Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Identity", ins)]  # real inputs only: complex ones are refused
+
+
+@lowering("AddN")
+def _add_n(em: Emitter, op: Operation, ins: list) -> list:
+    total = ins[0] if len(ins) > 1 else em.node("Identity", ins)
+    for x in ins[1:]:  # in order, as TensorFlow's CPU kernel adds them
+        total = em.node("Add", [total, x])
+    return [total]
+
+
+@lowering("FloorDiv", "FloorMod")
+def _floor_div_mod(em: Emitter, op: Operation, ins: list) -> list:
+    """Integer floor division and Python's remainder. ONNX's Mod(fmod=0) is Python's %
+    for integers; x // y = (x - x % y) / y divides exactly. Divisors 0 and -1 are replaced
+    by 1 so no backend traps (MIN / -1 overflows in C; -1 is done as a negation); a zero
+    one then fails the run, as TensorFlow's "Integer division by zero"."""
+    x, y = ins
+    dtype = op.inputs[0].dtype
+    bad = em.node("Equal", [y, em.scalar(dtype, 0)])
+    if not dtype.is_unsigned:
+        bad = em.node("Or", [bad, em.node("Equal", [y, em.scalar(dtype, -1)])])
+    safe = em.node("Where", [bad, em.scalar(dtype, 1), y])
+    # a zero divisor where an output element needs it fails the run, as in TensorFlow
+    zero = em.node("And", [em.node("Equal", [y, em.scalar(dtype, 0)]), em.node("Equal", [x, x])])
+    safe = em.node("Add", [safe, em.fail_if(zero, dtype)])
+    mod = em.node("Mod", [x, safe], fmod=0)
+    if op.type == "FloorMod":
+        return [mod]
+    div = em.node("Div", [em.node("Sub", [x, mod]), safe])
+    if dtype.is_unsigned:
+        return [div]
+    minus_one = em.node("Equal", [y, em.scalar(dtype, -1)])
+    return [em.node("Where", [minus_one, em.node("Neg", [x]), div])]
+
+
+@lowering("Cast")
+def _cast(em: Emitter, op: Operation, ins: list) -> list:
+    return [em.cast(ins[0], op.attrs["DstT"])]
+
+
+# -- array ops ---------------------------------------------------------------------------------
+@lowering("Const")
+def _const(em: Emitter, op: Operation, ins: list) -> list:
+    value = np.asarray(op.attrs["value"])
+    name = em.unique(op.outputs[0].name)
+    if value.dtype == object:
+        tensor = em.h.make_tensor(name, em.onnx.TensorProto.STRING, value.shape,
+                                  [bytes(v) for v in value.reshape(-1)])
+    else:
+        tensor = em.onnx.numpy_helper.from_array(np.array(value, order="C"), name)
+    em.initializers.append(tensor)
+    return [name]
+
+
+@lowering("Shape", "Size")
+def _shape_size(em: Emitter, op: Operation, ins: list) -> list:
+    value = em.node(op.type, ins)
+    out_type = op.attrs["out_type"]
+    return [value if out_type == int64 else em.cast(value, out_type)]
+
+
+@lowering("Rank")
+def _rank(em: Emitter, op: Operation, ins: list) -> list:
+    return [em.cast(em.node("Size", [em.node("Shape", ins)]), op.outputs[0].dtype)]
+
+
+@lowering("Reshape")
+def _reshape(em: Emitter, op: Operation, ins: list) -> list:
+    # allowzero: a 0 in TensorFlow's shape is a 0, not "copy the input's dim"
+    return [em.node("Reshape", [ins[0], em.i64(ins[1], op.inputs[1].dtype)], allowzero=1)]
+
+
+@lowering("Range")
+def _range(em: Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Range", ins)]
+
+
+@lowering("Fill")
+def _fill(em: Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Expand", [ins[1], em.i64(ins[0], op.inputs[0].dtype)])]
+
+
+@lowering("BroadcastTo")
+def _broadcast_to(em: Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Expand", [ins[0], em.i64(ins[1], op.inputs[1].dtype)])]
+
+
+@lowering("ZerosLike", "OnesLike")
+def _zeros_ones_like(em: Emitter, op: Operation, ins: list) -> list:
+    dtype = op.outputs[0].dtype
+    fill = em.scalar(dtype, 1 if op.type == "OnesLike" else 0)
+    return [em.node("Expand", [fill, em.node("Shape", ins)])]
+
+
+def _constant_int(op: Operation, index: int) -> int | None:
+    from graphflow.inference import constant_value
+    value = constant_value(op.inputs[index])
+    return None if value is None or np.ndim(value) > 1 or np.size(value) != 1 \
+        else int(np.ravel(value)[0])
+
+
+@check("ConcatV2")
+def _check_concat(op: Operation, opset: int) -> str | None:
+    if _constant_int(op, len(op.inputs) - 1) is None:
+        return "with an axis that is not a constant (ONNX's Concat takes it as an attribute)"
+    return None
+
+
+@lowering("ConcatV2")
+def _concat(em: Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Concat", ins[:-1], axis=_constant_int(op, len(ins) - 1))]
+
+
+@lowering("ExpandDims")
+def _expand_dims(em: Emitter, op: Operation, ins: list) -> list:
+    axis = em.node("Reshape", [em.i64(ins[1], op.inputs[1].dtype), em.const([1], np.int64)])
+    return [em.node("Unsqueeze", [ins[0], axis])]
+
+
+@lowering("Squeeze")
+def _squeeze(em: Emitter, op: Operation, ins: list) -> list:
+    dims = list(op.attrs["squeeze_dims"])
+    return [em.node("Squeeze", ins + ([em.const(dims, np.int64)] if dims else []))]
+
+
+@lowering("Pack")
+def _pack(em: Emitter, op: Operation, ins: list) -> list:
+    axis = op.attrs["axis"]
+    rows = [em.node("Unsqueeze", [x, em.const([axis], np.int64)]) for x in ins]
+    return [rows[0] if len(rows) == 1 else em.node("Concat", rows, axis=axis)]
+
+
+@lowering("Unpack")
+def _unpack(em: Emitter, op: Operation, ins: list) -> list:
+    num, axis = op.attrs["num"], op.attrs["axis"]
+    if num == 0:
+        return []
+    parts = [ins[0]] if num == 1 else em.node("Split", ins, n_out=num, axis=axis, num_outputs=num)
+    return [em.node("Squeeze", [p, em.const([axis], np.int64)]) for p in parts]
+
+
+@lowering("Pad")
+def _pad(em: Emitter, op: Operation, ins: list) -> list:
+    # TF's paddings [[before, after], ...] -> ONNX's [befores..., afters...]
+    paddings = em.node("Transpose", [em.i64(ins[1], op.inputs[1].dtype)], perm=[1, 0])
+    pads = em.node("Reshape", [paddings, em.const([-1], np.int64)])
+    return [em.node("Pad", [ins[0], pads, em.scalar(op.outputs[0].dtype, 0)])]
+
+
+@lowering("Slice")
+def _slice(em: Emitter, op: Operation, ins: list) -> list:
+    begin = em.i64(ins[1], op.inputs[1].dtype)
+    size = em.i64(ins[2], op.inputs[2].dtype)
+    to_end = em.node("Equal", [size, em.const(-1, np.int64)])  # size -1: to the end
+    end = em.node("Where", [to_end, em.const(INT64_MAX, np.int64), em.node("Add", [begin, size])])
+    return [em.node("Slice", [ins[0], begin, end])]
+
+
+@lowering("Sum")
+def _sum(em: Emitter, op: Operation, ins: list) -> list:
+    axes = em.node("Reshape", [em.i64(ins[1], op.inputs[1].dtype), em.const([-1], np.int64)])
+    # no axes reduce nothing in TensorFlow (ONNX's default reduces everything)
+    return [em.node("ReduceSum", [ins[0], axes], keepdims=int(op.attrs["keep_dims"]),
+                    noop_with_empty_axes=1)]
+
+
+@lowering("Prod")
+def _prod(em: Emitter, op: Operation, ins: list) -> list:
+    axes = em.node("Reshape", [em.i64(ins[1], op.inputs[1].dtype), em.const([-1], np.int64)])
+    return [em.node("ReduceProd", [ins[0], axes], keepdims=int(op.attrs["keep_dims"]),
+                    noop_with_empty_axes=1)]
+
+
+@lowering("Tile")
+def _tile(em: Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Tile", [ins[0], em.i64(ins[1], op.inputs[1].dtype)])]
+
+
+def _constant_ints(op: Operation, index: int) -> list[int] | None:
+    from graphflow.inference import constant_value
+    value = constant_value(op.inputs[index])
+    return None if value is None or np.ndim(value) != 1 else [int(v) for v in value]
+
+
+@check("Transpose")
+def _check_transpose(op: Operation, opset: int) -> str | None:
+    if _constant_ints(op, 1) is None:
+        return "with a perm that is not a constant (ONNX's Transpose takes it as an attribute)"
+    return None
+
+
+@lowering("Transpose")
+def _transpose(em: Emitter, op: Operation, ins: list) -> list:
+    return [em.node("Transpose", [ins[0]], perm=_constant_ints(op, 1))]
+
+
+@check("GatherV2")
+def _check_gather(op: Operation, opset: int) -> str | None:
+    if _constant_int(op, 2) is None:
+        return "with an axis that is not a constant"
+    if op.attrs["batch_dims"] != 0:
+        return "with batch_dims != 0 (not lowered to ONNX)"
+    if op.outputs[0].dtype.is_string and _constant_int(op, 2) != 0 and (
+            op.inputs[0].shape.rank is None or op.inputs[1].shape.rank is None):
+        return "of strings along an axis other than 0 with an unknown rank"
+    return None
+
+
+@lowering("GatherV2")
+def _gather_v2(em: Emitter, op: Operation, ins: list) -> list:
+    axis = _constant_int(op, 2)
+    indices = em.index(ins[1], op.inputs[1].dtype)
+    if not op.outputs[0].dtype.is_string:
+        return [em.node("Gather", [ins[0], indices], axis=axis)]
+    if axis == 0:
+        return [em.gather_rows(ins[0], indices)]
+    # strings: onnxruntime's Gather loses them, so gather rows of the axis moved first
+    rank, k = op.inputs[0].shape.rank, op.inputs[1].shape.rank
+    axis %= rank
+    front = [axis] + [d for d in range(rank) if d != axis]
+    rows = em.gather_rows(em.node("Transpose", [ins[0]], perm=front), indices)
+    # rows: indices dims, then params' dims before axis, then those after it
+    back = list(range(k, k + axis)) + list(range(k)) + list(range(k + axis, k + rank - 1))
+    return [em.node("Transpose", [rows], perm=back)]
+
+
+@check("StridedSlice")
+def _check_strided_slice(op: Operation, opset: int) -> str | None:
+    if any(_constant_ints(op, i) is None for i in (1, 2, 3)):
+        return "with begin, end or strides that are not constants"
+    if op.attrs["ellipsis_mask"] and op.inputs[0].shape.rank is None:
+        return "with an ellipsis on an input of unknown rank"
+    return None
+
+
+@lowering("StridedSlice")
+def _strided_slice(em: Emitter, op: Operation, ins: list) -> list:
+    """One Slice over the sliced dims, Squeeze for the shrunk ones, Unsqueeze for the
+    new axes. A masked begin/end becomes the far end of its direction (ONNX clamps)."""
+    begin, end, strides = (_constant_ints(op, i) for i in (1, 2, 3))
+    bit = lambda mask, i: bool(op.attrs[mask] >> i & 1)  # noqa: E731
+    n = len(begin)
+    ellipsis = [i for i in range(n) if bit("ellipsis_mask", i)][:1]
+    new_axis = [bit("new_axis_mask", i) and i not in ellipsis for i in range(n)]
+    consuming = sum(1 for i in range(n) if not new_axis[i] and i not in ellipsis)
+    axes, starts, ends, steps, shrunk, new_positions = [], [], [], [], [], []
+    dim = pos = 0  # the input dim and the output position the next entry takes
+    for i in range(n):
+        if i in ellipsis:
+            covered = op.inputs[0].shape.rank - consuming
+            dim, pos = dim + covered, pos + covered
+        elif new_axis[i]:
+            new_positions.append(pos)
+            pos += 1
+        elif bit("shrink_axis_mask", i):
+            axes.append(dim)
+            starts.append(begin[i])
+            ends.append(INT64_MAX if begin[i] == -1 else begin[i] + 1)
+            steps.append(1)
+            shrunk.append(dim)
+            dim += 1
+        else:
+            forward = strides[i] > 0
+            axes.append(dim)
+            starts.append((0 if forward else INT64_MAX) if bit("begin_mask", i) else begin[i])
+            ends.append((INT64_MAX if forward else np.iinfo(np.int64).min)
+                        if bit("end_mask", i) else end[i])
+            steps.append(strides[i])
+            dim, pos = dim + 1, pos + 1
+    out = ins[0]
+    if axes:
+        out = em.node("Slice", [out] + [em.const(v, np.int64) for v in (starts, ends, axes, steps)])
+    if shrunk:
+        out = em.node("Squeeze", [out, em.const(shrunk, np.int64)])
+    if new_positions:
+        out = em.node("Unsqueeze", [out, em.const(new_positions, np.int64)])
+    return [out if out != ins[0] else em.node("Identity", [out])]
+
+
+# -- variables (frozen from a session) -----------------------------------------------------------
+@lowering("VarHandleOp")
+def _var_handle(em: Emitter, op: Operation, ins: list) -> list:
+    return [None]  # its readers take the frozen value directly
+
+
+@lowering("ReadVariableOp")
+def _read_variable(em: Emitter, op: Operation, ins: list) -> list:
+    return [em.const(em.frozen[op.inputs[0].op])]
+
+
+@lowering("ResourceGather")
+def _resource_gather(em: Emitter, op: Operation, ins: list) -> list:
+    table = em.const(em.frozen[op.inputs[0].op])
+    return [em.gather_rows(table, em.index(ins[1], op.inputs[1].dtype))]
+
+
+# -- the scatter / gather / partition / stitch family --------------------------------------------
+@check("ScatterNd", "TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub",
+       "TensorScatterMin", "TensorScatterMax", "GatherNd")
+def _check_indexing(op: Operation, opset: int) -> str | None:
+    if op.attrs.get("bad_indices_policy", "") == "IGNORE":
+        return "with bad_indices_policy='IGNORE' (not lowered to ONNX)"
+    if op.type == "ScatterNd" and op.outputs[0].dtype.is_string:
+        return "on strings (ONNX's ScatterND cannot concatenate duplicates)"
+    return None
+
+
+def _index_rows(em: Emitter, indices: str) -> tuple[str, str, str]:
+    """indices [..., K] as int64 rows [n, K]; the row count n as a [1] value; K as [1]."""
+    shape = em.node("Shape", [indices])
+    depth = em.slice1(shape, -1)
+    n = em.node("ReduceProd", [em.slice1(shape, 0, -1)], keepdims=1)
+    rows = em.node("Reshape", [indices, em.node("Concat", [n, depth], axis=0)], allowzero=1)
+    return rows, n, depth
+
+
+def _scatter_reduce(em: Emitter, op: Operation, tensor: str, indices: str, updates: str,
+                    reduction: str) -> str:
+    dtype = op.outputs[0].dtype
+    if reduction not in ("min", "max") or not dtype.is_floating:
+        return em.node("ScatterND", [tensor, indices, updates], reduction=reduction)
+    # TensorFlow's min/max: a NaN update never wins (made the identity, -inf for max),
+    # a NaN already in the tensor stays (put back: backends differ on NaN operands)
+    worst = em.scalar(dtype, -np.inf if reduction == "max" else np.inf)
+    updates = em.node("Where", [em.node("IsNaN", [updates]), worst, updates])
+    if dtype.as_numpy_dtype == np.float16:  # exact through float32; onnxruntime has no
+        # float16 min/max ScatterND
+        wide = em.node("ScatterND", [em.cast(tensor, float32), indices,
+                                     em.cast(updates, float32)], reduction=reduction)
+        out = em.cast(wide, dtype)
+    else:
+        out = em.node("ScatterND", [tensor, indices, updates], reduction=reduction)
+    return em.node("Where", [em.node("IsNaN", [tensor]), tensor, out])
+
+
+@lowering("ScatterNd")
+def _scatter_nd(em: Emitter, op: Operation, ins: list) -> list:
+    """zeros(shape) + updates at indices, duplicates summed (bools OR-ed, as max)."""
+    indices = em.index(ins[0], op.inputs[0].dtype)
+    shape = em.i64(ins[2], op.inputs[2].dtype)
+    dtype = op.outputs[0].dtype
+    if dtype.is_bool:
+        zeros = em.node("Expand", [em.scalar(_INT32, 0), shape])
+        out = em.node("ScatterND", [zeros, indices, em.cast(ins[1], _INT32)], reduction="max")
+        return [em.cast(out, dtype)]
+    zeros = em.node("Expand", [em.scalar(dtype, 0), shape])
+    return [em.node("ScatterND", [zeros, indices, ins[1]], reduction="add")]
+
+
+@lowering("TensorScatterAdd", "TensorScatterSub", "TensorScatterMin", "TensorScatterMax")
+def _tensor_scatter_reduce(em: Emitter, op: Operation, ins: list) -> list:
+    tensor, indices, updates = ins
+    indices = em.index(indices, op.inputs[1].dtype)
+    kind = op.type[len("TensorScatter"):].lower()
+    if kind == "sub":  # x - u1 - u2 == x + (-u1) + (-u2), also for -0.0 (Neg, not 0 - u)
+        dtype = op.outputs[0].dtype
+        updates = em.node("Sub", [em.scalar(dtype, 0), updates]) if dtype.is_unsigned \
+            else em.node("Neg", [updates])
+        kind = "add"
+    return [_scatter_reduce(em, op, tensor, indices, updates, kind)]
+
+
+def _last_writers(em: Emitter, slots_shape: str, rows: str, n: str, scatter: str) -> str:
+    """For each slot (a tensor of ``slots_shape``), the position of the last row of
+    ``rows`` that writes it, or -1: positions 0..n-1 scattered with reduction max."""
+    count = em.node("Squeeze", [n, em.const([0], np.int64)])
+    positions = em.node("Range", [em.const(0, np.int64), count, em.const(1, np.int64)])
+    nobody = em.node("Expand", [em.const(-1, np.int64), slots_shape])
+    if scatter == "ScatterND":
+        return em.node("ScatterND", [nobody, rows, positions], reduction="max"), positions
+    return em.node("ScatterElements", [nobody, rows, positions], axis=0, reduction="max"), \
+        positions
+
+
+@lowering("TensorScatterUpdate")
+def _tensor_scatter_update(em: Emitter, op: Operation, ins: list) -> list:
+    """TensorFlow's last write wins: keep only each slot's last writer, then write those
+    (no duplicates left, so ScatterND's undefined order no longer matters)."""
+    tensor, indices, updates = ins
+    rows, n, depth = _index_rows(em, em.index(indices, op.inputs[1].dtype))
+    n_lead = em.node("Sub", [em.node("Size", [em.node("Shape", [indices])]),
+                             em.const(1, np.int64)])
+    upd_rest = em.slice1(em.node("Shape", [updates]),
+                         em.node("Reshape", [n_lead, em.const([1], np.int64)]))
+    upd_rows = em.node("Reshape", [updates, em.node("Concat", [n, upd_rest], axis=0)],
+                       allowzero=1)
+    slots_shape = em.slice1(em.node("Shape", [tensor]), 0, depth)
+    winners, positions = _last_writers(em, slots_shape, rows, n, "ScatterND")
+    wins = em.node("Equal", [em.node("GatherND", [winners, rows]), positions])
+    return [em.node("ScatterND", [tensor, em.node("Compress", [rows, wins], axis=0),
+                                  em.node("Compress", [upd_rows, wins], axis=0)])]
+
+
+@lowering("GatherNd")
+def _gather_nd(em: Emitter, op: Operation, ins: list) -> list:
+    indices = em.index(ins[1], op.inputs[1].dtype)
+    return [em.node("GatherND", [ins[0], indices], batch_dims=op.attrs["batch_dims"])]
+
+
+@lowering("DynamicPartition")
+def _dynamic_partition(em: Emitter, op: Operation, ins: list) -> list:
+    """Output i = the rows of data (partitions' dims flattened) whose id is i, in order."""
+    ids, rows = em.flat_rows(ins[0], ins[1])
+    num = op.attrs["num_partitions"]
+    # an id outside [0, num) fails the run (TensorFlow's error) instead of dropping its row
+    ids = em.node("Gather", [em.const(np.arange(num, dtype=np.int32)), em.index(ids, _INT32)])
+    return [em.node("Compress", [rows, em.node("Equal", [ids, em.const(i, np.int32)])], axis=0)
+            for i in range(num)]
+
+
+@lowering("DynamicStitch", "ParallelDynamicStitch")
+def _dynamic_stitch(em: Emitter, op: Operation, ins: list) -> list:
+    """merged[indices[m][i]] = data[m][i], the later (m, i) winning; max(index) + 1 rows,
+    zeros where no index points. Each slot's last writer w (or -1) is found with a
+    max-scatter of positions; the result is rows w + 1 of [zero row; all data rows]."""
+    n = len(ins) // 2
+    flat_ids, flat_rows = [], []
+    for indices, data in zip(ins[:n], ins[n:]):
+        ids, rows = em.flat_rows(data, em.i64(indices, op.inputs[0].dtype))
+        flat_ids.append(ids)
+        flat_rows.append(rows)
+    ids = flat_ids[0] if n == 1 else em.node("Concat", flat_ids, axis=0)
+    rows = flat_rows[0] if n == 1 else em.node("Concat", flat_rows, axis=0)
+    size = em.node("Add", [em.node("ReduceMax", [em.node("Concat", [ids, em.const([-1], np.int64)],
+                                                         axis=0)], keepdims=1),
+                           em.const([1], np.int64)])
+    # a negative index fails the run (TensorFlow's error), as ONNX would count it from the end
+    ids = em.node("Where", [em.node("Less", [ids, em.const(0, np.int64)]), size, ids])
+    winners, _ = _last_writers(em, size, ids, em.node("Shape", [ids]), "ScatterElements")
+    row_shape = em.node("Concat", [em.const([1], np.int64),
+                                   em.slice1(em.node("Shape", [rows]), 1)], axis=0)
+    zero_row = em.node("Expand", [em.scalar(op.outputs[0].dtype, 0), row_shape])
+    table = em.node("Concat", [zero_row, rows], axis=0)
+    return [em.gather_rows(table, em.node("Add", [winners, em.const(1, np.int64)]))]
