@@ -74,8 +74,8 @@ def strided_spec(dims: list, begin: list, end: list, strides: list, masks: dict)
             b = begin[i]
             if b is not None and size is not None:
                 index = b + size if b < 0 else b
-                if not 0 <= index < size:
-                    raise InvalidArgumentError(f"slice index {b} of dimension {d} out of "
+                if not 0 <= index < size:  # TF names the index made non-negative
+                    raise InvalidArgumentError(f"slice index {index} of dimension {d} out of "
                                                f"bounds.")
                 b = index
             out.append(("index", d, b))

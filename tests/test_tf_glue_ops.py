@@ -100,6 +100,8 @@ def test_strided_slice_matches_numpy_indexing():
     (([0, 0], [1, 1], [1, 1], {"ellipsis_mask": 3}), "Multiple ellipses"),
     (([0], [1], [0], {}), "strides\\[0\\] must be non-zero"),
     (([7], [8], [1], {"shrink_axis_mask": 1}), "slice index 7 of dimension 0 out of bounds"),
+    (([-7], [0], [1], {"shrink_axis_mask": 1}), "slice index -3 of dimension 0 out of bounds"),
+    (([1], [2], [-1], {"shrink_axis_mask": 1}), "only stride 1 allowed on non-range indexing"),
     (([0, 0, 0], [1, 1, 1], [1, 1, 1], {}), "Index out of range using input dim 2"),
     (([0], [1, 2], [1], {}), "1D equal size"),
 ])
