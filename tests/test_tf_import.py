@@ -218,6 +218,20 @@ BAD = {
 }
 
 
+def test_dtypes_graphflow_lacks_and_unknown_ops_attrs():
+    ps = tp.protos()
+    gd = _graph_def(("r", "Placeholder", [], {}))
+    gd.node[0].attr["dtype"].type = 20  # DT_RESOURCE
+    with pytest.raises(UnimplementedError, match="DT_RESOURCE") as info:
+        gf.import_tf_graph(gd)
+    assert info.value.node_name == "r"
+    # an op graphflow lacks is listed, whatever its attrs hold
+    gd = _graph_def(_const("a", 1.0), ("m", "FancyOp", ["a"], {}))
+    gd.node[1].attr["T"].type = 14  # DT_BFLOAT16
+    with pytest.raises(UnimplementedError, match=r"FancyOp \(nodes: m\)"):
+        gf.import_tf_graph(ps.GraphDef.FromString(gd.SerializeToString()))
+
+
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_bad_graph_defs(case):
     graph_def, node, message = BAD[case]

@@ -117,28 +117,32 @@ class _Node:
     controls: list[str]
     device: str
     attrs: dict[str, tuple[str, Any]] = field(default_factory=dict)  # decoded
-    where: str = ""                           # for messages: 'node[3]', 'function f'
 
 
-def _decode_attrs(node: Any, where: str, substitute: Mapping | None = None) -> dict:
+def _decode_attrs(node: Any, name: str, substitute: Mapping | None = None) -> dict:
+    """``{attr: (kind, value)}`` of a NodeDef (TF's ``_bookkeeping`` attrs left out);
+    ``substitute``: a calling function's attrs, for a body's placeholder attrs."""
     out = {}
     for key, value in sorted(node.attr.items()):
         if key.startswith("_"):
             continue
         try:
             kind, decoded = tp.attr_from_proto(value)
+        except UnimplementedError as e:  # a dtype graphflow lacks (bfloat16, resource...)
+            raise UnimplementedError(f"attr '{key}': {e.message}", name, node.op) from None
         except OpError as e:
-            raise _error(f"attr '{key}': {e.message}", node.name, node.op) from None
+            raise _error(f"attr '{key}': {e.message}", name, node.op) from None
         if kind == "placeholder":  # a polymorphic function body: the call gives the value
             if substitute is None or decoded not in substitute:
                 raise _error(f"attr '{key}' refers to the function attr '{decoded}', which "
-                             f"the call does not set", node.name, node.op)
+                             f"the call does not set", name, node.op)
             kind, decoded = substitute[decoded]
         out[key] = (kind, decoded)
     return out
 
 
-def _split_inputs(node: Any, pattern: re.Pattern, where: str) -> tuple[list, list]:
+def _split_inputs(node: Any, pattern: re.Pattern) -> tuple[list, list]:
+    """(data inputs as (node, index or (output arg, index)), control input names)."""
     data, controls = [], []
     for j, ref in enumerate(node.input):
         if ref.startswith("^"):
@@ -190,11 +194,9 @@ class _Planner:
             if not node.op:
                 raise _error(f"{where} has no op", node.name)
             self.names.add(node.name)
-        for i, node in enumerate(graph_def.node):
-            data, controls = _split_inputs(node, _REF, f"node[{i}]")
-            attrs = _decode_attrs(node, f"node[{i}]")
-            self._add(_Node(node.name, node.op, data, controls, node.device, attrs, f"node[{i}]"),
-                      node, stack=())
+        for node in graph_def.node:
+            data, controls = _split_inputs(node, _REF)
+            self._add(_Node(node.name, node.op, data, controls, node.device), node, (), None)
         for n in self.nodes:
             n.inputs = [self._redirect(n, src, ref) for src, ref in n.inputs]
         return self.nodes
@@ -215,28 +217,30 @@ class _Planner:
                          f"whose function returns {len(results)} values", n.name, n.op)
         return self._redirect(n, *results[index])
 
-    def _add(self, n: _Node, raw: Any, stack: tuple) -> None:
-        called = self._called_function(n, raw)
-        if called is None:
-            if n.op not in self.ops and OP_ALIASES.get(n.op) not in self.ops:
-                self.missing.setdefault(n.op, []).append(n.name)
+    def _add(self, n: _Node, raw: Any, stack: tuple, substitute: Mapping | None) -> None:
+        """Plan node ``n`` (read from NodeDef ``raw``): a call is inlined, an op graphflow
+        lacks is recorded as missing (its attrs not even read), any other kept."""
+        calls = n.op in _CALL_OPS or n.op in self.functions or (
+            self.library_unreadable and n.op not in self.ops and n.op not in OP_ALIASES)
+        if not calls and n.op not in self.ops and OP_ALIASES.get(n.op) not in self.ops:
+            self.missing.setdefault(n.op, []).append(n.name)
             self.nodes.append(n)
             return
-        self._inline(n, called, stack)
+        n.attrs = _decode_attrs(raw, n.name, substitute)
+        if calls:
+            self._inline(n, self._called_function(n), stack)
+        else:
+            self.nodes.append(n)
 
-    def _called_function(self, n: _Node, raw: Any) -> str | None:
+    def _called_function(self, n: _Node) -> str:
         if n.op in _CALL_OPS:
             kind, func = n.attrs.get("f", ("none", None))
             if kind != "func":
                 raise _error(f"attr 'f' of a {n.op} must be a function, got kind '{kind}'",
                              n.name, n.op)
             name = func.name
-        elif n.op in self.functions:
+        else:  # a function's name as the op
             name = n.op
-        elif n.op not in self.ops and n.op not in OP_ALIASES and self.library_unreadable:
-            name = n.op
-        else:
-            return None
         if name not in self.functions:
             if self.library_unreadable:
                 tp.require_full(self.ps, f"The function library of this GraphDef (node "
@@ -276,18 +280,17 @@ class _Planner:
             return prefix + ref_node, ref
 
         for nd in f.node_def:
-            where = f"function '{fname}'"
             if not nd.name or not _VALID_OP_NAME.fullmatch(prefix + nd.name):
-                raise _error(f"{where} has the invalid node name {nd.name!r}", call.name, call.op)
-            data, controls = _split_inputs(nd, _FUNC_REF, where)
+                raise _error(f"function '{fname}' has the invalid node name {nd.name!r}",
+                             call.name, call.op)
+            data, controls = _split_inputs(nd, _FUNC_REF)
             inner = _Node(prefix + nd.name, nd.op,
                           [resolve(s, ref, prefix + nd.name) for s, ref in data],
                           [prefix + c if c in body_names else self._bad_control(c, fname, call)
                            for c in controls] + list(call.controls),
-                          nd.device or call.device,
-                          _decode_attrs(nd, where, func_attrs), where)
+                          nd.device or call.device)
             self.names.add(inner.name)
-            self._add(inner, nd, stack + (fname,))
+            self._add(inner, nd, stack + (fname,), func_attrs)
         # the call's name stands for the function's results
         results = []
         for arg in sig.output_arg:
@@ -305,11 +308,10 @@ class _Planner:
         names = [a.name for a in sig.output_arg]
         self.results[call.name] = (results, names)
         if len(results) == 1:  # the call's name stands for its one result: "call:0" works
-            self.nodes.append(_Node(call.name, "Identity", results, control_ret, call.device,
-                                    {}, call.where))
+            self.nodes.append(_Node(call.name, "Identity", results, control_ret, call.device))
         else:  # a NoOp that waits for the whole function ("^call", or the call as a fetch)
             self.nodes.append(_Node(call.name, "NoOp", [], sorted(
-                {src for src, _ in results} | set(control_ret)), call.device, {}, call.where))
+                {src for src, _ in results} | set(control_ret)), call.device))
 
     def _bad_control(self, name: str, fname: str, call: _Node) -> str:
         raise _error(f"control input '^{name}' of function '{fname}' names no node of the "
