@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from graphflow.dtypes import DType, bool_ as _BOOL, float32, int32 as _INT32, int64
-from graphflow.graph import Operation
+from graphflow.graph import Operation, Output
 
 #: op type -> lowering(em, op, inputs) -> ONNX value names of the op's outputs
 LOWERINGS: dict[str, Callable[["Emitter", Operation, list], list]] = {}
@@ -54,6 +54,7 @@ def check(*op_types: str):
 
 
 def elem_type(onnx, dtype: DType) -> int:
+    """The ONNX TensorProto element type of ``dtype``."""
     if dtype.is_string:
         return onnx.TensorProto.STRING
     return onnx.helper.np_dtype_to_tensor_dtype(dtype.as_numpy_dtype)
