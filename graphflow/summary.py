@@ -24,7 +24,7 @@ import numpy as np
 
 from .graph import Graph
 
-__all__ = ["FileWriter"]
+__all__ = ["FileWriter", "run_metadata_proto"]
 
 _FILE_COUNTER = itertools.count()
 
