@@ -132,8 +132,8 @@ class Variable:
         return self._after(update, read_value)
 
     def assign(self, value: Any, read_value: bool = True, name: str | None = None):
-        """variable = value. Returns the value after (an Output), or the update
-        Operation with ``read_value=False``."""
+        """variable = value. Returns the value after, unread (an UnreadVariable whose
+        ``.op`` is the update), or the update Operation with ``read_value=False``."""
         return self._update("AssignVariableOp", self._typed(value), read_value=read_value,
                             name=name)
 
