@@ -1,5 +1,5 @@
 """The glue ops of TensorFlow graphs: StridedSlice (and its gradient), GatherV2, Prod,
-Transpose and Tile, with TensorFlow's semantics.
+Transpose, Tile and VarIsInitializedOp, with TensorFlow's semantics.
 
 Real TF graphs carry these around the scatter/gather set (``x[1:, ..., tf.newaxis]``,
 ``tf.gather``, the reshapes TF's Python builds for ``gather_nd(batch_dims=...)``), so
@@ -19,6 +19,7 @@ from graphflow.inference import constant_value
 from graphflow.shapes import TensorShape, debug_string
 
 from .reduction_ops import _reduced_dims, reduction_axes
+from .variable_ops import _variable_of
 
 NON_STRING_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
 _MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
@@ -521,3 +522,26 @@ def _tile_grad(g, grad):
     summed = s.reduce_sum(s.reshape(grad, split), np.arange(0, 2 * rank, 2, dtype=np.int32))
     return [s.reshape(summed, shape), None]
 
+
+# -- VarIsInitializedOp ----------------------------------------------------------------
+VarIsInitializedOp = register_op(
+    "VarIsInitializedOp", inputs=["resource: string"], outputs=["is_initialized: bool"],
+    stateful=True,
+    doc="Whether the variable behind the handle has a value in this Session (a bool "
+        "scalar); TF 1.x graphs carry one per variable.")
+
+
+@VarIsInitializedOp.shape_fn
+def _var_is_initialized_shape(ctx):
+    """A scalar."""
+    return TensorShape([])
+
+
+@VarIsInitializedOp.kernel("cpu")
+def _var_is_initialized(ctx, handle):
+    state = _variable_of(ctx, handle)
+    with state.lock:
+        return np.array(state.value is not None)
+
+
+VarIsInitializedOp.not_differentiable()

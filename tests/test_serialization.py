@@ -80,6 +80,8 @@ EXAMPLES = {
     "Prod": lambda s: (s.prod(np.arange(1, 7, dtype=I32).reshape(2, 3), [1], keep_dims=True), {}),
     "Transpose": lambda s: (s.transpose(np.arange(6, dtype=F32).reshape(1, 2, 3), [2, 0, 1]), {}),
     "Tile": lambda s: (s.tile(np.array([[b"a", b"\xff"]], dtype=object), [2, 1]), {}),
+    "VarIsInitializedOp": lambda s: (s.var_is_initialized_op(
+        s.var_handle_op(dtype=gf.float32, shape=[2], name="v")), {}),
     # scatter family
     "ScatterNd": lambda s: (s.scatter_nd([[4], [3], [1], [7]], [9, 10, 11, 12], [8]), {}),
     "TensorScatterUpdate": lambda s: (s.tensor_scatter_update([1, 2, 3], [[0]], [9]), {}),

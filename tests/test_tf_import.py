@@ -20,6 +20,7 @@ from graphflow.interop import tf_proto as tp  # noqa: E402
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "tf")
 FILES = {"scatter_v1": "scatter_v1.pb", "glue": "glue.pbtxt", "frozen": "frozen.pb",
+         "variables_v1": "variables_v1.pb",
          "function": "function.pb", "nested_function": "nested_function.pb",
          "consts": "consts.pb"}
 #: fixtures with a function library (readable through tensorboard's protos only)
@@ -38,7 +39,7 @@ def _expected(name: str):
     data = np.load(os.path.join(FIXTURES, name + ".npz"), allow_pickle=True)  # our own files
     feeds = {str(k): data[f"feed_{i}"] for i, k in enumerate(data["feed_names"])}
     fetches = {str(k): data[f"fetch_{i}"] for i, k in enumerate(data["fetch_names"])}
-    return feeds, fetches
+    return feeds, fetches, [str(k) for k in data["before"]]
 
 
 def _same(got, want, what):
@@ -52,8 +53,10 @@ def _same(got, want, what):
 
 
 def _run_fixture(graph: gf.Graph, name: str):
-    feeds, fetches = _expected(name)
+    feeds, fetches, before = _expected(name)
     with gf.Session(graph) as sess:
+        for target in before:  # initializers, updates: one run each, as TF ran them
+            sess.run(target)
         got = sess.run(list(fetches), feeds)
     for (fetch, want), value in zip(fetches.items(), got):
         _same(value, want, f"{name}: {fetch}")
@@ -112,12 +115,22 @@ def test_names_devices_controls_and_shapes():
     assert [c.name for c in g.operation("stitch/indices_0").control_inputs] == ["partition"]
     done = g.operation("done")
     assert done.type == "NoOp" and [c.name for c in done.control_inputs] == ["ts_add"]
-    feeds, _ = _expected("scatter_v1")
+    feeds, _, _ = _expected("scatter_v1")
     with gf.Session(g) as sess:
         assert sess.run("done", feeds) is None             # an op name as a fetch
         out = sess.run(g.output("out_scatter_nd:0"), {g.output("idx:0"): feeds["idx:0"],
                                                       "upd:0": feeds["upd:0"]})
     _same(out, _expected("scatter_v1")[1]["out_scatter_nd:0"], "Output keys and name keys")
+
+
+def test_variables_v1_graph():
+    g = gf.import_tf_graph(os.path.join(FIXTURES, "variables_v1.pb"))
+    assert g.operation("table").type == "VarHandleOp"
+    assert g.operation("update").get_attr("dtype") == gf.float32   # TF's attr T
+    with gf.Session(g) as sess:
+        assert not sess.run("table/IsInitialized/VarIsInitializedOp:0")
+        sess.run("init")
+        assert sess.run("table/IsInitialized/VarIsInitializedOp:0")
 
 
 def test_function_library_is_inlined():
@@ -157,7 +170,7 @@ def test_unknown_ops_are_listed_in_one_error():
 
 
 def test_input_map_replaces_a_tensor_with_a_constant():
-    feeds, fetches = _expected("frozen")
+    feeds, fetches, _ = _expected("frozen")
     g = gf.import_tf_graph(os.path.join(FIXTURES, "frozen.pb"), input_map={"ids:0": feeds["ids:0"]})
     with gf.Session(g) as sess:
         _same(sess.run("out:0"), fetches["out:0"], "input_map")

@@ -276,6 +276,10 @@ def test_attr_tensor_and_func(source):
     with pytest.raises(InvalidArgumentError, match="several kinds"):
         tp.attr_from_proto(mixed)
     assert tp.attr_from_proto(ps.AttrValue()) == ("none", None)
+    handle = ps.AttrValue(type=tp.DT_RESOURCE)
+    with pytest.raises(UnimplementedError, match="DT_RESOURCE"):
+        tp.attr_from_proto(handle)
+    assert tp.attr_from_proto(handle, resource=gf.string) == ("type", gf.string)
 
 
 def test_missing_protobuf_classes_name_the_extra(monkeypatch):

@@ -27,6 +27,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .. import dtypes as _dt
 from ..builder import create_operation
 from ..device_spec import canonical_device
 from ..errors import InvalidArgumentError, OpError, UnimplementedError
@@ -36,10 +37,22 @@ from . import tf_proto as tp
 
 #: TensorFlow op types imported as a graphflow op of another name (same semantics).
 OP_ALIASES = {"AddV2": "Add"}
-#: Attrs TensorFlow has and graphflow's op lacks, ignored when they hold this value
-#: (TensorFlow's default); any other value changes the semantics and is refused.
+#: Attrs TensorFlow has and graphflow's op lacks, accepted when they hold this value
+#: (TensorFlow's default); any other value would change the semantics and is refused.
 _DEFAULT_ONLY_ATTRS = {("Equal", "incompatible_shape_error"): True,
-                       ("NotEqual", "incompatible_shape_error"): True}
+                       ("NotEqual", "incompatible_shape_error"): True,
+                       ("VarHandleOp", "container"): "", ("VarHandleOp", "allowed_devices"): (),
+                       ("AssignVariableOp", "validate_shape"): False,
+                       ("ResourceGather", "batch_dims"): 0,
+                       ("ResourceApplyAdagrad", "update_slots"): True,
+                       ("ResourceSparseApplyAdagrad", "update_slots"): True}
+#: Attrs that change no result, accepted at any value: graphflow's variable updates always
+#: hold the variable's lock; names for debuggers; an index check TF itself ignores.
+_INERT_ATTRS = frozenset({"use_locking", "debug_name", "validate_indices"})
+#: TensorFlow's name for the variable dtype of ResourceScatterNd* is T, graphflow's dtype.
+_RENAMED_ATTRS = {op: {"T": "dtype"} for op in (
+    "ResourceScatterNdUpdate", "ResourceScatterNdAdd", "ResourceScatterNdSub",
+    "ResourceScatterNdMin", "ResourceScatterNdMax")}
 #: Ops that call a library function named by their attr ``f``.
 _CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 #: GraphDef field numbers (graph.proto): node, library, version, versions, debug_info.
@@ -123,11 +136,16 @@ def _decode_attrs(node: Any, name: str, substitute: Mapping | None = None) -> di
     """``{attr: (kind, value)}`` of a NodeDef (TF's ``_bookkeeping`` attrs left out);
     ``substitute``: a calling function's attrs, for a body's placeholder attrs."""
     out = {}
+    renamed = _RENAMED_ATTRS.get(node.op, {})
     for key, value in sorted(node.attr.items()):
-        if key.startswith("_"):
+        if key.startswith("_") or key in _INERT_ATTRS:
             continue
+        if node.op == "Placeholder" and key == "dtype" and value.type == tp.DT_RESOURCE:
+            raise UnimplementedError("A placeholder of DT_RESOURCE (a variable captured by a "
+                                     "tf.function) cannot be fed here: freeze the function "
+                                     "first (convert_variables_to_constants_v2)", name, node.op)
         try:
-            kind, decoded = tp.attr_from_proto(value)
+            kind, decoded = tp.attr_from_proto(value, resource=_dt.string)
         except UnimplementedError as e:  # a dtype graphflow lacks (bfloat16, resource...)
             raise UnimplementedError(f"attr '{key}': {e.message}", name, node.op) from None
         except OpError as e:
@@ -137,7 +155,7 @@ def _decode_attrs(node: Any, name: str, substitute: Mapping | None = None) -> di
                 raise _error(f"attr '{key}' refers to the function attr '{decoded}', which "
                              f"the call does not set", name, node.op)
             kind, decoded = substitute[decoded]
-        out[key] = (kind, decoded)
+        out[renamed.get(key, key)] = (kind, decoded)
     return out
 
 
@@ -421,7 +439,8 @@ def _build_node(graph: Graph, n: _Node, op_def: OpDef, built: dict[str, Operatio
         spec = op_def.attrs.get(key)
         if spec is None:
             default = _DEFAULT_ONLY_ATTRS.get((n.op, key), _MISSING)
-            if default is not _MISSING and got[1] == default:
+            value = got[1].decode() if isinstance(got[1], bytes) else got[1]
+            if default is not _MISSING and value == default:
                 continue
             if default is not _MISSING:
                 raise UnimplementedError(f"attr '{key}' = {got[1]!r} of {n.op} is not "

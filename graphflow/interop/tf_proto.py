@@ -374,12 +374,17 @@ class Func:
     attrs: dict
 
 
-def attr_from_proto(value: Any) -> tuple[str, Any]:
+def attr_from_proto(value: Any, resource: DType | None = None) -> tuple[str, Any]:
     """``(kind, value)`` for an AttrValue: ``("int", 3)``, ``("type", gf.float32)``,
     ``("string", b"...")`` (bytes, as stored), ``("shape", TensorShape)``,
     ``("tensor", ndarray)``, ``("func", Func)``, ``("list(int)", (1, 2))``...; an empty
     list is ``("list", ())``, an AttrValue with nothing set ``("none", None)``.
-    A list holding values of two kinds is an InvalidArgumentError."""
+    ``resource``: the dtype to read DT_RESOURCE as (graphflow holds variable handles as
+    strings); by default it is refused. A list holding values of two kinds is an
+    InvalidArgumentError."""
+    def type_of(enum: int) -> DType:
+        return resource if enum == DT_RESOURCE and resource is not None else from_tf_enum(enum)
+
     which = value.WhichOneof("value")
     if which is None:
         return "none", None
@@ -393,18 +398,19 @@ def attr_from_proto(value: Any) -> tuple[str, Any]:
             return "list", ()
         f = found[0]
         items = getattr(lst, f)
-        conv = {"type": from_tf_enum, "shape": shape_from_proto, "tensor": tensor_from_proto,
-                "func": _func_from_proto, "i": int, "f": float, "b": bool,
-                "s": bytes}[f]
+        conv = {"type": type_of, "shape": shape_from_proto, "tensor": tensor_from_proto,
+                "func": lambda x: _func_from_proto(x, resource), "i": int, "f": float,
+                "b": bool, "s": bytes}[f]
         return _LIST_FIELDS[f], tuple(conv(x) for x in items)
     raw = getattr(value, which)
-    conv = {"type": from_tf_enum, "shape": shape_from_proto, "tensor": tensor_from_proto,
-            "func": _func_from_proto}.get(which)
+    conv = {"type": type_of, "shape": shape_from_proto, "tensor": tensor_from_proto,
+            "func": lambda x: _func_from_proto(x, resource)}.get(which)
     return _SCALAR_KINDS[which], conv(raw) if conv else raw
 
 
-def _func_from_proto(func: Any) -> Func:
-    return Func(func.name, {k: attr_from_proto(v) for k, v in sorted(func.attr.items())})
+def _func_from_proto(func: Any, resource: DType | None = None) -> Func:
+    return Func(func.name, {k: attr_from_proto(v, resource)
+                            for k, v in sorted(func.attr.items())})
 
 
 def attr_to_proto(kind: str, value: Any, ps: ProtoSet | None = None) -> Any:
