@@ -5,12 +5,16 @@ Task names: a worker named ``JOB:T`` (``dask worker --name ps:0``) is task T of
 job JOB. The other workers are the tasks of job ``worker``, ordered by name
 (numbers by value: LocalCluster names its workers 0, 1, ...): task K is the K-th,
 unless some worker is named ``worker:T``, in which case job ``worker`` is exactly
-those. A task that no worker is gives an InvalidArgumentError naming the tasks
+those. A name keeps its rank while its worker is away (a nanny restarting it): the
+other workers keep their tasks, and its task is an UnavailableError until it is
+back. A task that no worker ever was gives an InvalidArgumentError naming the tasks
 there are.
 
 One ClusterView per Client, shared by every Session on it. It learns that a worker
-left from the scheduler's ``remove-worker`` event on that worker's topic (no cost
-per run), and asks the scheduler for the worker list again only after that.
+left from the scheduler's ``remove-worker`` event on that worker's topic, and that
+one joined from the worker count in the client's scheduler info (which dask
+refreshes every 2 s; no cost per run), and asks the scheduler for the worker list
+again only then, or when a run names a task it does not have.
 
 Graphs go to the workers as JSON GraphDefs in a WorkerPlugin named after the graph
 (an id per Graph object of this process): a graph only grows, so when it has grown
@@ -25,7 +29,7 @@ import re
 import threading
 import uuid
 import weakref
-from typing import Any
+from typing import Any, Iterable
 
 from graphflow.errors import InvalidArgumentError, UnavailableError
 from graphflow.graph import Graph
@@ -54,24 +58,40 @@ def require_client(cluster: Any):
     return cluster
 
 
-def task_map(workers: dict[str, dict]) -> dict[Task, str]:
-    """Worker addresses by task, from ``client.scheduler_info()["workers"]``."""
-    named: dict[Task, str] = {}
-    others: list[tuple[tuple, str]] = []
+def task_map(workers: dict[str, dict], known: Iterable = ()) -> dict[Task, str]:
+    """Worker addresses by task, from ``client.scheduler_info()["workers"]``. ``known``:
+    names of workers that were in the cluster before and may be back (a restart): they
+    keep their rank, so that while one is away the others keep their tasks (its task
+    is missing, see ``tasks_by_name``)."""
+    names = {}
     for address, info in workers.items():
         name = info.get("name", address)
+        if name in names:
+            task = next(iter(tasks_by_name([name])))
+            raise InvalidArgumentError(f"Two workers claim {task}: {names[name]} and "
+                                       f"{address} (both named {name})")
+        names[name] = address
+    return {task: names[name] for task, name in tasks_by_name([*names, *known]).items()
+            if name in names}
+
+
+def tasks_by_name(names: Iterable) -> dict[Task, Any]:
+    """The task of each worker name (see the module docstring)."""
+    named: dict[Task, Any] = {}
+    others: list[tuple[tuple, Any]] = []
+    for name in dict.fromkeys(names):
         m = _NAMED_TASK.match(str(name))
         if m:
             task = Task(m.group(1), int(m.group(2)))
             if task in named:
                 raise InvalidArgumentError(
-                    f"Two workers claim {task}: {named[task]} and {address} (both named {name})")
-            named[task] = address
+                    f"Two workers claim {task}: {named[task]} and {name}")
+            named[task] = name
         else:
-            others.append((_name_order(name), address))
+            others.append((_name_order(name), name))
     if not any(t.job == "worker" for t in named):
-        for k, (_, address) in enumerate(sorted(others)):
-            named[Task("worker", k)] = address
+        for k, (_, name) in enumerate(sorted(others)):
+            named[Task("worker", k)] = name
     return named
 
 
@@ -93,6 +113,8 @@ class ClusterView:
         self._left: set[str] = set()
         self._watched: set[str] = set()
         self._graphs: dict[str, int] = {}  # graph id -> the version (number of ops) shipped
+        self._names: dict[Any, None] = {}  # every worker name seen: a name keeps its rank
+        self._count = -1  # workers in the cluster when the map was read
         self.generation = 0  # grows whenever the task map is read again
         #: names this client on the workers: its Sessions' tokens start with it
         self.token = uuid.uuid4().hex[:CLIENT_TOKEN_CHARS]
@@ -100,15 +122,32 @@ class ClusterView:
 
     # -- tasks --------------------------------------------------------------------------
     def tasks(self) -> dict[Task, str]:
-        """The current task map (asks the scheduler only after a worker left)."""
+        """The current task map. Read again from the scheduler only when it may have
+        changed: a worker of it left (its remove-worker event), or the number of
+        workers the client last heard of (its scheduler info, refreshed every few
+        seconds without us) differs from the map's: a worker joined or came back."""
         with self._lock:
-            if self._tasks is not None and not (self._left & set(self._tasks.values())):
+            if self._tasks is not None and not (self._left & set(self._tasks.values())) \
+                    and self._same_count():
                 return self._tasks
+        return self.refresh()
+
+    def _same_count(self) -> bool:
+        identity = getattr(self.client, "_scheduler_identity", None) or {}
+        count = identity.get("n_workers") if isinstance(identity, dict) else None
+        return count is None or count == self._count
+
+    def refresh(self) -> dict[Task, str]:
+        """Read the task map and the workers' incarnations from the scheduler now."""
         workers = self.client.scheduler_info()["workers"]
-        found = task_map(workers)
+        with self._lock:
+            known = list(self._names)
+        found = task_map(workers, known)
         incarnations = self._read_incarnations(list(found.values()))
         with self._lock:
+            self._names.update(dict.fromkeys(i.get("name", a) for a, i in workers.items()))
             self._tasks = found
+            self._count = len(workers)
             self._incarnations = incarnations
             self._left -= set(workers)
             self.generation += 1
@@ -120,11 +159,26 @@ class ClusterView:
         with self._lock:
             self._tasks = None
 
+    def missing(self) -> dict[Task, Any]:
+        """Tasks whose worker was in the cluster and is not now (by name): a restart
+        under way, or a worker gone for good."""
+        with self._lock:
+            present = set((self._tasks or {}).keys())
+            names = list(self._names)
+        return {t: n for t, n in tasks_by_name(names).items() if t not in present}
+
     def address(self, task: Task) -> str:
+        """The worker of ``task``; UnavailableError if the cluster has none now (the
+        scheduler is asked again first: a worker may have joined since)."""
         tasks = self.tasks()
         if task not in tasks:
-            raise UnavailableError(f"No worker of the cluster is {task} now (it has "
-                                   f"{describe(tasks)})")
+            tasks = self.refresh()
+        if task not in tasks:
+            name = self.missing().get(task)
+            was = f" (its worker, named {name}, left the cluster: run again once it is " \
+                  f"back)" if name is not None else ""
+            raise UnavailableError(f"No worker of the cluster is {task} now{was}; it has "
+                                   f"{describe(tasks)}")
         return tasks[task]
 
     def incarnation(self, address: str) -> str | None:

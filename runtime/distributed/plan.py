@@ -102,24 +102,44 @@ class ClusterSession:
                 self._commits_done.wait(_WATCH_S)
 
     def check_restarts(self, addresses: dict[Task, str], stateful: set[Task]) -> dict[Task, str]:
-        """Expected incarnations of the stateful tasks' workers. A worker that changed since
-        this Session last saw it is reported once (AbortedError), never silently
-        re-initialized; the next run accepts it."""
-        expected = {}
+        """Expected incarnations of the stateful tasks' workers. Workers that changed since
+        this Session last saw them (every task it has used, not only this run's) are
+        reported once, all in one AbortedError, never silently re-initialized; the next
+        run accepts them."""
         for task in stateful:
-            now = self.view.incarnation(addresses[task])
-            before = self.seen.get(task)
+            if self.seen.get(task) is None:
+                self.seen[task] = self.view.incarnation(addresses[task])
+        restarted = self.restarted()
+        if restarted:
+            raise restarted_error(restarted)
+        return {task: self.seen[task] for task in stateful if self.seen.get(task) is not None}
+
+    def restarted(self) -> list[tuple[Task, str]]:
+        """The tasks this Session used whose worker is a new process since (accepted
+        from now on), with their new worker."""
+        tasks = self.view.tasks()
+        found = []
+        for task, before in sorted(self.seen.items()):
+            address = tasks.get(task)
+            now = None if address is None else self.view.incarnation(address)
             if before is None:
-                self.seen[task] = before = now
+                self.seen[task] = now
             elif now is not None and now != before:
                 self.seen[task] = now
-                raise AbortedError(
-                    f"Task {task} restarted (worker {addresses[task]} is a new process): the "
-                    f"variables it held are gone. Run their initializers again "
-                    f"(gf.global_variables_initializer) or restore a checkpoint")
-            if before is not None:
-                expected[task] = before
-        return expected
+                found.append((task, address))
+        return found
+
+
+def restarted_error(restarted: list[tuple[Task, str]]) -> AbortedError:
+    """One AbortedError naming every restarted task."""
+    tasks = ", ".join(str(t) for t, _ in restarted)
+    workers = ", ".join(a for _, a in restarted)
+    if len(restarted) == 1:
+        what = f"Task {tasks} restarted (worker {workers} is a new process): the variables it"
+    else:
+        what = f"Tasks {tasks} restarted (workers {workers} are new processes): the variables they"
+    return AbortedError(f"{what} held are gone. Run their initializers again "
+                        f"(gf.global_variables_initializer) or restore a checkpoint")
 
 
 class WorkerVariables:
@@ -153,7 +173,7 @@ class DistributedPlan:
         ops = prune(fetches, fed)
         require_feeds(ops, fed)
         task_of = assign_tasks(ops, fed)
-        _check_tasks_exist(task_of, session.view.tasks())
+        _check_tasks_exist(task_of, session.view)
         self.stages: list[Stage] = cut_stages(ops, task_of, fed, fetches)
         self.routes: list[Route] = routes(self.stages, fetches)
         graph = session.ship() if self.stages else ("", 0)
@@ -393,10 +413,13 @@ class DistributedPlan:
     def _user_error(self, err: BaseException, stage: Stage) -> BaseException:
         """A worker's error as the user sees it: the same OpError class, with the site
         where the node was built (from the client's graph, which knows it)."""
-        if isinstance(err, AbortedError):
-            self.session.seen.pop(stage.task, None)
-            self.session.view.forget()
-            return AbortedError(err.message)
+        if isinstance(err, AbortedError):  # the view had not seen the restart yet
+            self.session.view.refresh()
+            restarted = self.session.restarted()
+            if not any(t == stage.task for t, _ in restarted):
+                self.session.seen.pop(stage.task, None)
+                restarted.append((stage.task, self.session.view.tasks().get(stage.task, "?")))
+            return restarted_error(sorted(restarted))
         if isinstance(err, OpError):
             site = None
             if err.node_name is not None and err.node_name in self.graph:
@@ -465,8 +488,16 @@ def _spec(stage: Stage, graph: tuple[str, int], sources: tuple,
     return StageSpec(key, *fields)
 
 
-def _check_tasks_exist(task_of: dict[Operation, Task], tasks: dict[Task, str]) -> None:
+def _check_tasks_exist(task_of: dict[Operation, Task], view: ClusterView) -> None:
+    """InvalidArgumentError for a task the cluster never had; UnavailableError for one
+    whose worker is away now (ClusterView.address)."""
+    tasks = view.tasks()
+    if any(task not in tasks for task in task_of.values()):
+        tasks = view.refresh()
+    missing = view.missing()
     for op, task in task_of.items():
+        if task in missing:
+            view.address(task)
         if task not in tasks:
             asked = f"requests {op.device}" if op.device else f"runs on {task}"
             raise InvalidArgumentError(
