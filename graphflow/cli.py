@@ -6,6 +6,9 @@
                                                            the regions a plan fuses
     graphflow run GRAPH.json --fetch NAME[:i] [--feed NAME[:i]=x.npy] [--save DIR]
     graphflow ops [NAME] [--markdown]                      the op reference
+    graphflow convert IN OUT [--input NAME[:i]] [--output NAME[:i]] [--opset N] [--force]
+                    between .json (graphflow's), .pb/.pbtxt (TensorFlow GraphDef) and
+                    .onnx (output only), by extension
 
 Exit status: 0 on success, 1 when the command fails (a bad graph file, an op
 error, no Graphviz), 2 for bad usage (unknown verb or option, malformed --feed).
@@ -168,6 +171,53 @@ def _check_output_file(path: str, option: str) -> None:
         raise CommandError(f"{option}: cannot write '{path}': no directory '{parent}'")
 
 
+# -- convert ---------------------------------------------------------------------------
+#: file extensions convert reads and writes, by format
+_READS = {".json": "json", ".pb": "tf", ".pbtxt": "tf"}
+_WRITES = {".json": "json", ".pb": "tf", ".pbtxt": "tf", ".onnx": "onnx"}
+
+
+def _format(path: str, table: dict, role: str) -> str:
+    ext = os.path.splitext(path)[1].lower()
+    if ext in table:
+        return table[ext]
+    if role == "IN" and ext == ".onnx":
+        raise UsageError(f"cannot read '{path}': ONNX is an output format only (convert "
+                         f"reads .json, .pb and .pbtxt)")
+    raise UsageError(f"cannot tell the format of {role} '{path}' from its extension: use "
+                     + ", ".join(table))
+
+
+def _cmd_convert(args: argparse.Namespace) -> None:
+    import graphflow as gf
+
+    src, dst = _format(args.src, _READS, "IN"), _format(args.dst, _WRITES, "OUT")
+    if dst != "onnx" and (args.input or args.output or args.opset is not None):
+        raise UsageError("--input, --output and --opset apply to an .onnx OUT only (other "
+                         "formats hold the whole graph)")
+    if os.path.lexists(args.dst) and not args.force:
+        raise CommandError(f"'{args.dst}' exists; not overwriting it (use --force)")
+    _check_output_file(args.dst, "OUT")
+    try:
+        if src == "json":
+            graph = _load(args.src)
+        else:
+            if not os.path.exists(args.src):
+                raise CommandError(f"cannot read '{args.src}': No such file or directory")
+            graph = gf.import_tf_graph(args.src)
+        if dst == "json":
+            graph.save(args.dst)
+        elif dst == "tf":
+            gf.export_tf_graph(graph, args.dst)
+        else:
+            gf.export_onnx(graph, [_output_name(n) for n in args.input] or None,
+                           [_output_name(n) for n in args.output] or None, args.dst,
+                           opset=18 if args.opset is None else args.opset)
+    except ImportError as e:  # an optional extra that is not installed
+        raise CommandError(str(e)) from None
+    print(f"wrote {args.dst} ({len(graph)} nodes of {args.src})", file=sys.stderr)
+
+
 # -- ops -------------------------------------------------------------------------------
 def _cmd_ops(args: argparse.Namespace) -> None:
     from . import registry
@@ -271,8 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     parser = argparse.ArgumentParser(
-        prog="graphflow", description="Look at, document and run saved graphflow graphs "
-        "(files written by graph.save(path)).",
+        prog="graphflow", description="Look at, document, run and convert saved graphflow "
+        "graphs (files written by graph.save(path)).",
         epilog="Exit status: 0 success, 1 failure, 2 bad usage.")
     parser.add_argument("--version", action="version", version=f"graphflow {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
@@ -315,6 +365,24 @@ def build_parser() -> argparse.ArgumentParser:
     ops.add_argument("name", nargs="?", metavar="NAME", help="one op (type or builder name)")
     ops.add_argument("--markdown", action="store_true", help="Markdown, as in docs/ops.md")
     ops.set_defaults(func=_cmd_ops, parser=ops)
+
+    convert = verbs.add_parser(
+        "convert", help="convert a graph between .json, .pb/.pbtxt and .onnx",
+        description="Convert a graph file by extension: .json (graphflow's own, graph.save), "
+        ".pb or .pbtxt (a TensorFlow GraphDef, binary or text; read with "
+        "gf.import_tf_graph, written with gf.export_tf_graph) and .onnx (written only, "
+        "with gf.export_onnx; needs the onnx extra).")
+    convert.add_argument("src", metavar="IN", help="a .json, .pb or .pbtxt file")
+    convert.add_argument("dst", metavar="OUT", help="a .json, .pb, .pbtxt or .onnx file")
+    convert.add_argument("--input", action="append", default=[], metavar="NAME[:i]",
+                         help="ONNX: a tensor the model takes as input (repeatable; default: "
+                         "every placeholder the outputs need)")
+    convert.add_argument("--output", action="append", default=[], metavar="NAME[:i]",
+                         help="ONNX: a tensor the model computes (repeatable; default: every "
+                         "tensor no node consumes)")
+    convert.add_argument("--opset", type=int, metavar="N", help="ONNX opset (default 18)")
+    convert.add_argument("-f", "--force", action="store_true", help="overwrite OUT")
+    convert.set_defaults(func=_cmd_convert, parser=convert)
     return parser
 
 
