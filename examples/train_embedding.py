@@ -6,10 +6,12 @@ gradient of a sparse read is a gf.IndexedSlices, which the optimizer applies as
 an in-place scatter (duplicates accumulate). Rows no batch touched stay
 bit-identical. It prints the loss as it falls (one line per tenth of the
 steps), plots the loss curve to a PNG when matplotlib is installed, then saves
-the trained table to a checkpoint and restores it into a fresh Session.
+the trained table to a checkpoint and restores it into a fresh Session. With
+--logdir it also logs the graph, the loss at every step and a traced last step
+for TensorBoard (`tensorboard --logdir DIR`; needs tensorboardX).
 
     python examples/train_embedding.py [--rows 10000] [--dim 16] [--steps 200]
-                                       [--plot loss.png]
+                                       [--plot loss.png] [--logdir logs]
 """
 import argparse
 import os
@@ -42,6 +44,9 @@ def main() -> None:
     parser.add_argument("--plot", default=None,
                         help="PNG of the loss curve (needs matplotlib; default: next to the "
                              "checkpoint; '' for none)")
+    parser.add_argument("--logdir", default=None,
+                        help="write TensorBoard events there: the graph, the loss per row at "
+                             "every step, the last step's per-node time and memory")
     args = parser.parse_args()
 
     g = gf.Graph()
@@ -51,17 +56,28 @@ def main() -> None:
     hot = rng.choice(args.rows, size=min(args.rows, 4 * args.batch), replace=False)
     wanted = np.tanh(rng.normal(0, 1, (args.rows, args.dim))).astype(np.float32)
 
+    writer = None
+    if args.logdir:
+        try:
+            writer = gf.summary.FileWriter(args.logdir, graph=g)
+        except ImportError as e:
+            parser.error(str(e))
     with gf.Session(g) as sess:
         sess.run(gf.global_variables_initializer(g))
         before = sess.run(table)
         losses, every, start = [], max(1, args.steps // 10), time.perf_counter()
+        trace = gf.RunMetadata()
         for step in range(1, args.steps + 1):
             batch = rng.choice(hot, size=args.batch)          # duplicates on purpose
             feed = {ids: batch, targets: wanted[batch]}
+            traced = writer is not None and step == args.steps
             # one run: the update waits for the gradient, which reads the rows first,
             # so the loss is the one before this step's update
-            value, _ = sess.run([loss, train], feed)
+            value, _ = sess.run([loss, train], feed, options=gf.RunOptions(trace=traced),
+                                run_metadata=trace if traced else None)
             losses.append(float(value) / args.batch)
+            if writer is not None:
+                writer.add_scalar("loss per row", losses[-1], step)
             if step % every == 0 or step == args.steps:
                 print(f"step {step:>{len(str(args.steps))}}/{args.steps}  loss per row "
                       f"{losses[-1]:.4g}  ({time.perf_counter() - start:.2f} s)")
@@ -70,6 +86,8 @@ def main() -> None:
         show("loss per row, first and last step", [float(f"{losses[0]:.4g}"), float(f"{losses[-1]:.4g}")])
         print(f"loss down {losses[0] / losses[-1]:.0f}x in {args.steps} steps")
         print(f"rows never looked up unchanged: {bool(np.array_equal(after[cold], before[cold]))}")
+        if writer is not None:
+            log(writer, trace, args.steps)
 
         folder = tempfile.mkdtemp(prefix="train_embedding-")  # kept: the outputs stay there
         path = gf.train.Saver().save(sess, os.path.join(folder, "embedding.ckpt"))
@@ -79,6 +97,17 @@ def main() -> None:
         print(f"restored from checkpoint: {bool(np.array_equal(fresh.run(table), after))}")
     if args.plot != "":
         plot(losses, args.plot or os.path.join(folder, "loss.png"))
+
+
+def log(writer: "gf.summary.FileWriter", trace: gf.RunMetadata, step: int) -> None:
+    """The last step's per-node time and memory (TensorBoard: graph view, 'Session runs'),
+    when the package tensorboard is there to encode it; then close the log."""
+    try:
+        writer.add_run_metadata(trace, f"step {step}", global_step=step)
+    except ImportError as e:
+        print(f"no per-node run metadata in the log: {e}")
+    writer.close()
+    print(f"TensorBoard log: {writer.path} (tensorboard --logdir {writer.logdir})")
 
 
 def plot(losses: list, path: str) -> None:

@@ -232,3 +232,36 @@ def test_a_fused_steps_time_shows_on_the_nodes_it_computed(tmp_path):
             assert stats[name].all_end_rel_micros == stats[e.node].all_end_rel_micros
             assert e.node in stats[name].timeline_label
     assert isinstance(proto, config_pb2.RunMetadata)
+
+
+def test_train_embedding_logs_its_loss_curve_and_graph(tmp_path):
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    steps = 20
+    proc = subprocess.run(
+        [sys.executable, "examples/train_embedding.py", "--rows", "300", "--steps", str(steps),
+         "--batch", "16", "--plot", "", "--logdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    printed = {int(line.split()[1].split("/")[0]): float(line.split("loss per row ")[1].split()[0])
+               for line in proc.stdout.splitlines() if line.startswith("step ")}
+    (path,) = event_files(tmp_path)
+    assert f"TensorBoard log: {path}" in proc.stdout
+    events = read_events(path)
+    curve = {e.step: e.summary.value[0].simple_value for e in events if e.HasField("summary")
+             and e.summary.value[0].tag == "loss per row"}
+    assert sorted(curve) == list(range(1, steps + 1))
+    for step, value in printed.items():  # the printed lines are the logged curve
+        assert f"{curve[step]:.4g}" == f"{value:.4g}"
+    assert curve[steps] < curve[1]
+    graph_def = graph_pb2.GraphDef.FromString(
+        next(e.graph_def for e in events if e.HasField("graph_def")))
+    assert {"embedding", "ids", "targets", "loss"} <= {n.name for n in graph_def.node}
+    runs = [e.tagged_run_metadata.tag for e in events if e.HasField("tagged_run_metadata")]
+    try:
+        import tensorboard.compat.proto.config_pb2  # noqa: F401
+    except ImportError:
+        assert runs == [] and "no per-node run metadata" in proc.stdout
+    else:
+        assert runs == [f"step {steps}"]
