@@ -138,7 +138,7 @@ def _spec_index(spec: list) -> tuple:
 
 
 def _check_spec_vectors(begin, end, strides) -> None:
-    shapes = [np.shape(v) for v in (begin, end, strides)]
+    shapes = [tuple(v.shape) for v in (begin, end, strides)]  # arrays of any device
     if any(len(s) != 1 for s in shapes) or len({s[0] for s in shapes}) != 1:
         raise InvalidArgumentError(
             f"Expected begin, end, and strides to be 1D equal size tensors, but got shapes "
@@ -207,15 +207,15 @@ def _strided_slice_grad_shape(ctx):
 @StridedSliceGrad.kernel("cpu")
 @StridedSliceGrad.kernel("gpu", T=NON_STRING_TYPES)
 def _strided_slice_grad(ctx, shape, begin, end, strides, dy):
-    if np.ndim(shape) != 1 or np.any(np.asarray(shape) < 0):
+    dims = [int(d) for d in shape.tolist()] if shape.ndim == 1 else None
+    if dims is None or any(d < 0 for d in dims):
         raise InvalidArgumentError(f"shape must be a vector of dims >= 0, got {shape.tolist()}")
-    dims = [int(d) for d in shape.tolist()]
     _check_spec_vectors(begin, end, strides)
     masks = {m: ctx.attrs[m] for m in _MASKS}
     spec = strided_spec(dims, begin.tolist(), end.tolist(), strides.tolist(), masks)
     if list(dy.shape) != _spec_dims(spec):
         raise InvalidArgumentError(f"dy has shape {debug_string(dy.shape)}, the slice of "
-                                   f"{dims} has {_spec_dims(spec)}")
+                                   f"{debug_string(dims)} has {debug_string(_spec_dims(spec))}")
     out = ctx.zeros(dims, dy.dtype)
     out[_spec_index(spec)] = dy
     return out
@@ -429,7 +429,7 @@ def _transpose_shape(ctx):
 @Transpose.kernel("cpu")
 @Transpose.kernel("gpu", T=NON_STRING_TYPES)
 def _transpose(ctx, x, perm):
-    if np.ndim(perm) != 1:
+    if perm.ndim != 1:
         raise InvalidArgumentError(f"perm must be a vector, got shape {debug_string(perm.shape)}")
     perm = _check_perm([int(p) for p in perm.tolist()], x.ndim)
     out = ctx.empty([x.shape[p] for p in perm], x.dtype)
@@ -495,7 +495,7 @@ def _tile_shape(ctx):
 @Tile.kernel("cpu")
 @Tile.kernel("gpu", T=NON_STRING_TYPES)
 def _tile(ctx, x, multiples):
-    if np.ndim(multiples) != 1:
+    if multiples.ndim != 1:
         raise InvalidArgumentError(f"Expected multiples argument to be a vector of length "
                                    f"{x.ndim} but got shape {debug_string(multiples.shape)}")
     multiples = [int(m) for m in multiples.tolist()]

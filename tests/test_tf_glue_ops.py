@@ -230,3 +230,38 @@ def test_against_tensorflow():
     for g_value, w in zip(got, want):
         np.testing.assert_allclose(g_value, w.numpy(), rtol=1e-6)
         assert g_value.shape == tuple(w.shape)
+
+
+# -- GPU kernels: the simulated and emulated GPUs everywhere, the real one with cupy -----
+def _gpu_kinds():
+    from gpu_devices import GPU_KINDS
+
+    return GPU_KINDS
+
+
+@pytest.mark.parametrize("kind", _gpu_kinds())
+def test_gpu_kernels_agree_with_cpu(kind):
+    from gpu_devices import gpu_session_devices
+
+    x = RNG.normal(size=(5, 4, 3)).astype(np.float32)
+    dy = RNG.normal(size=(2, 2, 3)).astype(np.float32)
+    results = {}
+    for device in ("/cpu:0", "/gpu:0"):
+        s = gf.Scope(gf.Graph()).with_device(device)
+        outs = [s.strided_slice(x, [4, 1, 0, 0], [0, 3, 0, 0], [-2, 1, 1, 1], end_mask=4 | 8,
+                                new_axis_mask=4, name="ss"),
+                s.strided_slice(x, [-1, 0], [0, 0], [1, 1], shrink_axis_mask=1, end_mask=2,
+                                name="ss_shrink"),
+                s.strided_slice_grad([5, 4, 3], [4, 1, 0], [0, 3, 0], [-2, 1, 1], dy, end_mask=4,
+                                     name="ssg"),
+                s.transpose(x, [2, 0, 1], name="tr"), s.tile(x, [2, 1, 3], name="tile")]
+        with gf.Session(s.graph, devices=gpu_session_devices(kind)) as sess:
+            plan = sess._plan(outs, [])
+            where = {op.name: d.name for op, d in plan.placement.items()}
+            results[device] = sess.run(outs)
+        if device == "/gpu:0":
+            for name in ("ss", "ss_shrink", "ssg", "tr", "tile"):
+                assert where[name] == "/device:GPU:0", name
+    for cpu, gpu in zip(results["/cpu:0"], results["/gpu:0"]):
+        assert gpu.dtype == cpu.dtype and gpu.shape == cpu.shape
+        assert gpu.tobytes() == cpu.tobytes()
