@@ -82,9 +82,12 @@ def export_onnx(graph: Graph, inputs: Sequence[Any] | None, outputs: Sequence[An
         if em.values[out] != out.name:
             em.nodes.append(em.h.make_node("Identity", [em.values[out]], [out.name],
                                            name=em.unique(f"{out.op.name}/output")))
+    used = {v for node in em.nodes for v in node.input} | {o.name for o in fetches} | {
+        em.values[o] for o in fetches}
+    initializers = [t for t in em.initializers if t.name in used]  # not attrs' Consts
     model = em.h.make_model(
         em.h.make_graph(em.nodes, name, [_value_info(onnx, o) for o in feeds],
-                        [_value_info(onnx, o) for o in fetches], em.initializers),
+                        [_value_info(onnx, o) for o in fetches], initializers),
         opset_imports=[em.h.make_opsetid("", int(opset))], producer_name="graphflow")
     _check(onnx, model)
     if path is not None:

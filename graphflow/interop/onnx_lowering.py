@@ -22,7 +22,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from graphflow.dtypes import DType, bool_ as _BOOL, float32, int32 as _INT32, int64
+from graphflow.dtypes import (DType, bool_ as _BOOL, float32, int8, int16, int32 as _INT32,
+                              int64, uint8, uint16, uint32, uint64)
 from graphflow.graph import Operation, Output
 
 #: op type -> lowering(em, op, inputs) -> ONNX value names of the op's outputs
@@ -58,6 +59,20 @@ def elem_type(onnx, dtype: DType) -> int:
     if dtype.is_string:
         return onnx.TensorProto.STRING
     return onnx.helper.np_dtype_to_tensor_dtype(dtype.as_numpy_dtype)
+
+
+#: ONNX op -> {dtype onnxruntime's CPU kernels lack (1.32): a wider type that gives the
+#: same bits}: computed there and cast back (modular for sums and products, as the
+#: narrow type wraps; uint64 through int64 keeps the bits of Where's choice)
+ORT_WIDER: dict[str, dict[DType, DType]] = {
+    "Where": {_BOOL: uint8, int16: _INT32, uint16: _INT32, uint64: int64},
+    "Max": {int16: _INT32, uint16: _INT32},
+    "Min": {int16: _INT32, uint16: _INT32},
+    "Pad": {int16: _INT32, uint16: _INT32},
+    "ReduceSum": {t: int64 for t in (int8, int16, uint8, uint16, uint32, uint64)},
+    "ReduceProd": {t: int64 for t in (int8, int16, uint8, uint16, uint32, uint64)},
+    "Range": {t: int64 for t in (int8, uint16, uint32)},
+}
 
 
 # -- building the ONNX graph -----------------------------------------------------------------
@@ -136,6 +151,18 @@ class Emitter:
         """``value`` as int64 (ONNX's index type)."""
         return value if dtype == int64 else self.cast(value, int64)
 
+    def typed(self, op_type: str, inputs: Sequence[str], dtype: DType,
+              positions: Sequence[int] | None = None, **attrs) -> str:
+        """One ``op_type`` node whose inputs at ``positions`` (all by default) and output
+        are of ``dtype``; through a wider type where onnxruntime lacks ``dtype``
+        (``ORT_WIDER``), so the model runs there too, with the same result."""
+        wider = ORT_WIDER.get(op_type, {}).get(dtype)
+        if wider is None:
+            return self.node(op_type, inputs, **attrs)
+        positions = range(len(inputs)) if positions is None else positions
+        inputs = [self.cast(v, wider) if i in positions else v for i, v in enumerate(inputs)]
+        return self.cast(self.node(op_type, inputs, **attrs), dtype)
+
     def index(self, value: str, dtype: DType) -> str:
         """Indices as int64 with each negative one made out of bounds: ONNX would count it
         from the end, TensorFlow rejects it; an out-of-bounds index is an error in ONNX
@@ -186,7 +213,8 @@ _SIMPLE = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "RealDiv": "Div", "Maximum"
 
 @lowering(*_SIMPLE)
 def _simple(em: Emitter, op: Operation, ins: list) -> list:
-    return [em.node(_SIMPLE[op.type], ins)]
+    return [em.typed(_SIMPLE[op.type], ins, op.inputs[-1].dtype,
+                     [1, 2] if op.type == "SelectV2" else None)]
 
 
 @check("Add")
@@ -232,7 +260,7 @@ def _floor_div_mod(em: Emitter, op: Operation, ins: list) -> list:
     bad = em.node("Equal", [y, em.scalar(dtype, 0)])
     if not dtype.is_unsigned:
         bad = em.node("Or", [bad, em.node("Equal", [y, em.scalar(dtype, -1)])])
-    safe = em.node("Where", [bad, em.scalar(dtype, 1), y])
+    safe = em.typed("Where", [bad, em.scalar(dtype, 1), y], dtype, [1, 2])
     # a zero divisor where an output element needs it fails the run, as in TensorFlow
     zero = em.node("And", [em.node("Equal", [y, em.scalar(dtype, 0)]), em.node("Equal", [x, x])])
     safe = em.node("Add", [safe, em.fail_if(zero, dtype)])
@@ -243,7 +271,7 @@ def _floor_div_mod(em: Emitter, op: Operation, ins: list) -> list:
     if dtype.is_unsigned:
         return [div]
     minus_one = em.node("Equal", [y, em.scalar(dtype, -1)])
-    return [em.node("Where", [minus_one, em.node("Neg", [x]), div])]
+    return [em.typed("Where", [minus_one, em.node("Neg", [x]), div], dtype, [1, 2])]
 
 
 @lowering("Cast")
@@ -285,7 +313,7 @@ def _reshape(em: Emitter, op: Operation, ins: list) -> list:
 
 @lowering("Range")
 def _range(em: Emitter, op: Operation, ins: list) -> list:
-    return [em.node("Range", ins)]
+    return [em.typed("Range", ins, op.outputs[0].dtype)]
 
 
 @lowering("Fill")
@@ -357,7 +385,8 @@ def _pad(em: Emitter, op: Operation, ins: list) -> list:
     # TF's paddings [[before, after], ...] -> ONNX's [befores..., afters...]
     paddings = em.node("Transpose", [em.i64(ins[1], op.inputs[1].dtype)], perm=[1, 0])
     pads = em.node("Reshape", [paddings, em.const([-1], np.int64)])
-    return [em.node("Pad", [ins[0], pads, em.scalar(op.outputs[0].dtype, 0)])]
+    dtype = op.outputs[0].dtype
+    return [em.typed("Pad", [ins[0], pads, em.scalar(dtype, 0)], dtype, [0, 2])]
 
 
 @lowering("Slice")
@@ -373,15 +402,15 @@ def _slice(em: Emitter, op: Operation, ins: list) -> list:
 def _sum(em: Emitter, op: Operation, ins: list) -> list:
     axes = em.node("Reshape", [em.i64(ins[1], op.inputs[1].dtype), em.const([-1], np.int64)])
     # no axes reduce nothing in TensorFlow (ONNX's default reduces everything)
-    return [em.node("ReduceSum", [ins[0], axes], keepdims=int(op.attrs["keep_dims"]),
-                    noop_with_empty_axes=1)]
+    return [em.typed("ReduceSum", [ins[0], axes], op.outputs[0].dtype, [0],
+                     keepdims=int(op.attrs["keep_dims"]), noop_with_empty_axes=1)]
 
 
 @lowering("Prod")
 def _prod(em: Emitter, op: Operation, ins: list) -> list:
     axes = em.node("Reshape", [em.i64(ins[1], op.inputs[1].dtype), em.const([-1], np.int64)])
-    return [em.node("ReduceProd", [ins[0], axes], keepdims=int(op.attrs["keep_dims"]),
-                    noop_with_empty_axes=1)]
+    return [em.typed("ReduceProd", [ins[0], axes], op.outputs[0].dtype, [0],
+                     keepdims=int(op.attrs["keep_dims"]), noop_with_empty_axes=1)]
 
 
 @lowering("Tile")
