@@ -123,3 +123,28 @@ def test_every_restarted_task_is_in_one_aborted_error(dask_client):
         sess.run(step)
         np.testing.assert_array_equal(sess.run(v2.read()), np.ones(2))
         np.testing.assert_array_equal(sess.run(v3.read()), np.ones(2))
+
+
+def test_a_variable_without_a_device_has_one_home_for_every_run_and_session(dask_client):
+    """Placed once per graph (TensorFlow places a graph once): the initializer run alone
+    and a read built under task 1 find the variable on one task (the read's, its only
+    request), in this Session and the next (the initializer ran on task 0 and the read
+    on task 1: FailedPreconditionError 'uninitialized')."""
+    scope = gf.Scope(gf.Graph()).with_sub_scope("one_home")
+    v = scope.variable(np.arange(3, dtype=np.float32), name="v")  # no device
+    read = scope.with_device("/job:worker/task:1").read_variable_op(v.handle, dtype=gf.float32,
+                                                                   name="read1")
+    add = v.assign_add(np.ones(3, np.float32), read_value=False)
+    workers = {int(i["name"]): a for a, i in dask_client.scheduler_info()["workers"].items()}
+    with gf.Session(scope.graph, gf.SessionConfig(cluster=dask_client)) as sess:
+        sess.run(v.initializer)
+        np.testing.assert_array_equal(sess.run(read), [0, 1, 2])
+        sess.run(add)
+        assert _where(sess, read, None) == {workers[1]}
+    with gf.Session(scope.graph, gf.SessionConfig(cluster=dask_client)) as other:
+        np.testing.assert_array_equal(other.run(v.read()), [1, 2, 3])  # same home
+    later = scope.with_device("/job:worker/task:0").read_variable_op(v.handle, dtype=gf.float32,
+                                                                    name="read0")
+    with gf.Session(scope.graph, gf.SessionConfig(cluster=dask_client)) as sess:
+        with pytest.raises(InvalidArgumentError, match=r"read0.*lives on .*task:1"):
+            sess.run(later)  # added later: the home stays, the request is refused

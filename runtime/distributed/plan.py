@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -38,7 +39,7 @@ from ..tracing import RunMetadata
 from .cluster import ClusterView, cluster_view, describe
 from .stage_graph import StageSpec, sink_ops
 from .stages import Route, Stage, cut_stages, routes
-from .tasks import Task, assign_tasks
+from .tasks import Task, assign_tasks, variable_homes
 from .worker import events_of, finish_run, lock_run, pick, run_stage
 
 #: Feeds of at least this many bytes go to their workers by ``scatter(direct=True)``;
@@ -172,7 +173,7 @@ class DistributedPlan:
         fed = set(self.feeds)
         ops = prune(fetches, fed)
         require_feeds(ops, fed)
-        task_of = assign_tasks(ops, fed)
+        task_of = assign_tasks(ops, fed, variable_homes_of(self.graph, ops))
         _check_tasks_exist(task_of, session.view)
         self.stages: list[Stage] = cut_stages(ops, task_of, fed, fetches)
         self.routes: list[Route] = routes(self.stages, fetches)
@@ -486,6 +487,20 @@ def _spec(stage: Stage, graph: tuple[str, int], sources: tuple,
               stage.writes, stage.uses_variables, locks)
     key = hashlib.sha256(repr(fields).encode()).hexdigest()
     return StageSpec(key, *fields)
+
+
+_homes: "weakref.WeakKeyDictionary[Graph, dict[Operation, Task]]" = weakref.WeakKeyDictionary()
+_homes_lock = threading.Lock()
+
+
+def variable_homes_of(graph: Graph, ops: Sequence[Operation]) -> dict[Operation, Task]:
+    """The home of every variable handle among ``ops``: decided once per graph, for
+    every run and Session of it (tasks.py)."""
+    with _homes_lock:
+        known = _homes.setdefault(graph, {})
+        if any(op.type == "VarHandleOp" and op not in known for op in ops):
+            known.update(variable_homes(graph.operations(), known))
+        return {op: known[op] for op in ops if op in known}
 
 
 def _check_tasks_exist(task_of: dict[Operation, Task], view: ClusterView) -> None:

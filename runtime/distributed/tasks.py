@@ -13,12 +13,20 @@ Rules, in order (ops in topological order, data edges only):
    consumer that has a task (a constant lives where it is read), else on
    ``/job:worker/task:0``.
 
+A variable has one home per graph, whatever the run: its VarHandleOp's task is
+decided once, by these rules applied to the whole graph (``variable_homes``; a
+handle added later to a growing graph gets its home when a run first needs it),
+and every run then places the handle there (``homes``), as TensorFlow places a
+graph once. Placed per run, a variable built without a device followed each
+run's first consumer: its initializer ran on task 0 and a read under task 1 found
+it uninitialized there.
+
 A fed value has no producer here: the client sends it to every task that reads it.
 ``/job:localhost`` (the client's process in TensorFlow) asks for no task.
 """
 from __future__ import annotations
 
-from typing import Collection, NamedTuple, Sequence
+from typing import Collection, Mapping, NamedTuple, Sequence
 
 from graphflow.device_spec import parse_device
 from graphflow.errors import InvalidArgumentError
@@ -56,17 +64,26 @@ def variable_handles(op: Operation) -> list[Operation]:
     return [i.op for i in op.inputs if i.op.type == "VarHandleOp"]
 
 
-def assign_tasks(ops: Sequence[Operation], fed: Collection[Output] = ()) -> dict[Operation, Task]:
-    """A task for every op of ``ops`` (topological order); see the module's rules."""
+def assign_tasks(ops: Sequence[Operation], fed: Collection[Output] = (),
+                 homes: Mapping[Operation, Task] | None = None,
+                 strict: bool = True) -> dict[Operation, Task]:
+    """A task for every op of ``ops`` (topological order); see the module's rules.
+    ``homes``: tasks decided already (variables' handles). ``strict`` False: no error
+    for conflicting requests (they are the run's to report), for ``variable_homes``."""
     fed = set(fed)
     members = set(ops)
     task: dict[Operation, Task] = {}
-    requested = {op: requested_task(op) for op in ops}
+    requested = {op: _requested(op, strict) for op in ops}
+    for op in ops:
+        if homes and op in homes:
+            task[op] = homes[op]
 
     def producers(op: Operation) -> list[Operation]:
         return [i.op for i in op.inputs if i not in fed and i.op in members]
 
     for op in ops:  # rules 1-3
+        if op in task:
+            continue
         chosen = requested[op] or next(
             (task[h] for h in variable_handles(op) if h in task and h not in fed), None)
         if chosen is None:
@@ -80,6 +97,8 @@ def assign_tasks(ops: Sequence[Operation], fed: Collection[Output] = ()) -> dict
     for op in reversed(ops):  # rule 4: consumers come later, so they are decided first
         if op not in task:
             task[op] = next((task[c] for c in consumers[op] if c in task), DEFAULT_TASK)
+    if not strict:
+        return task
     for op in ops:  # rule 2 wins over the others
         handles = [h for h in variable_handles(op) if h in task]
         homes = {task[h] for h in handles}
@@ -98,3 +117,28 @@ def assign_tasks(ops: Sequence[Operation], fed: Collection[Output] = ()) -> dict
                     f"on the variable's task", op.name, op.type, site=op.site)
             task[op] = home
     return task
+
+
+def _requested(op: Operation, strict: bool) -> Task | None:
+    if strict:
+        return requested_task(op)
+    try:
+        return requested_task(op)
+    except InvalidArgumentError:
+        return None
+
+
+def variable_homes(ops: Sequence[Operation], known: Mapping[Operation, Task]) -> dict[Operation, Task]:
+    """The task of every VarHandleOp of ``ops`` (a whole graph, topological order):
+    those of ``known`` keep theirs; another one goes where it is requested, else where
+    the first of its ops that requests a task is (TensorFlow's colocation group takes
+    a member's device), else where the module's rules over all of ``ops`` put it."""
+    placed = assign_tasks(ops, (), known, strict=False)
+    requests: dict[Operation, Task] = {}
+    for op in ops:
+        asked = _requested(op, False)
+        if asked is not None:
+            for h in variable_handles(op):
+                requests.setdefault(h, asked)
+    return {op: known.get(op) or _requested(op, False) or requests.get(op) or placed[op]
+            for op in ops if op.type == "VarHandleOp"}
