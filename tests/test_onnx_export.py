@@ -4,6 +4,7 @@ and empty inputs included; the tricky semantics are also checked against the pla
 Python-loop references (TensorFlow's definitions)."""
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -425,14 +426,20 @@ def test_strided_slice(scope, tmp_path, name):
 def test_gather_transpose_tile_prod(scope, tmp_path, dtype):
     x = scope.placeholder(gf.as_dtype(dtype), shape=[None, 5, 3])
     ids = scope.placeholder(gf.int32, shape=[None, 2])
+    batch_ids = scope.placeholder(gf.int64, shape=[4, None])
     outs = [scope.gather_v2(x, ids, 0), scope.gather_v2(x, ids, 1), scope.gather_v2(x, ids, -1),
+            scope.gather_v2(x, batch_ids, 1, batch_dims=1),
+            scope.gather_v2(x, batch_ids, -1, batch_dims=1),
+            scope.gather_v2(x, batch_ids, 2, batch_dims=-1),
             scope.transpose(x, [2, 0, 1]), scope.tile(x, [2, 1, 3])]
     small = scope.placeholder(gf.int32, shape=[None, 5, 3])  # products that do not overflow
     outs += [scope.prod(scope.cast(small, gf.int64), [1]),
              scope.prod(small, [0, 2], keep_dims=True)]
     check(scope.graph, {x: values(dtype, (4, 5, 3), 17), small: (values(np.int32, (4, 5, 3), 18)
                                                                    % 7 - 3),
-                        ids: np.array([[2, 0], [2, 2], [1, 0]], np.int32)}, outs, tmp_path)
+                        ids: np.array([[2, 0], [2, 2], [1, 0]], np.int32),
+                        batch_ids: np.array([[0, 2], [1, 1], [2, 0], [0, 0]], np.int64)},
+          outs, tmp_path)
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint32])
@@ -510,6 +517,48 @@ def test_what_graphflow_refuses_fails_the_onnx_run(scope, tmp_path, name):
             run([out.name], {p.name: v for p, v in zip(phs, feeds)})
 
 
+def _utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+# -- TensorFlow's own graphs and results -------------------------------------------------------
+TF_FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "tf")
+
+
+@pytest.mark.parametrize("name, file", [("scatter_v1", "scatter_v1.pb"), ("glue", "glue.pbtxt"),
+                                        ("frozen", "frozen.pb"), ("consts", "consts.pb"),
+                                        ("variables_v1", "variables_v1.pb")])
+def test_tensorflow_graphs_through_onnx_give_tensorflows_results(tmp_path, name, file):
+    """Graphs TensorFlow 2.21 wrote (tests/fixtures/tf/generate.py), imported, exported
+    (variables frozen after TF's updates) and run in ONNX: TensorFlow's results, bit for
+    bit, duplicates included. Complex outputs and non-UTF-8 string constants are refused
+    (ONNX has no complex math; its strings are UTF-8)."""
+    pytest.importorskip("tensorboardX")  # gf.import_tf_graph's protobuf classes
+    data = np.load(os.path.join(TF_FIXTURES, name + ".npz"), allow_pickle=True)
+    feeds = {str(k): data[f"feed_{i}"] for i, k in enumerate(data["feed_names"])}
+    want = {str(k): data[f"fetch_{i}"] for i, k in enumerate(data["fetch_names"])}
+    graph = gf.import_tf_graph(os.path.join(TF_FIXTURES, file))
+    fetches = [k for k, v in want.items() if v.dtype.kind != "c" and not (
+        v.dtype == object and not all(_utf8(b) for b in v.ravel()))]
+    with gf.Session(graph) as sess:
+        for target in data["before"]:  # initializers and updates, as TensorFlow ran them
+            sess.run(str(target))
+        for refused in set(want) - set(fetches):
+            with pytest.raises(UnimplementedError, match="complex|UTF-8"):
+                gf.export_onnx(graph, list(feeds), [refused], None, session=sess)
+        model = gf.export_onnx(graph, list(feeds), fetches, tmp_path / "m.onnx", session=sess)
+    for backend, run in backends(model, tmp_path / "m.onnx").items():
+        for fetch, got in zip(fetches, run(fetches, feeds)):
+            got, expected = _plain(got), _plain(want[fetch])
+            assert (got.dtype, got.shape) == (expected.dtype, expected.shape), (backend, fetch)
+            assert got.tobytes() == expected.tobytes() if got.dtype != object else \
+                got.tolist() == expected.tolist(), (backend, fetch, got, expected)
+
+
 # -- variables ---------------------------------------------------------------------------------
 def test_variables_refused_without_session_frozen_with_one(scope, tmp_path):
     table = scope.variable(values(np.float32, (5, 2), 15), name="table")
@@ -546,12 +595,14 @@ def test_unsupported_ops_listed_in_one_error(scope):
            scope.concat_v2([x, x], ax, name="dynamic_axis"),
            scope.gather_nd(scope.constant([1, 2]), [[5]], bad_indices_policy="IGNORE",
                            name="ignore"),
-           scope.cast(scope.constant([1.0]), gf.complex64, name="complex")]
+           scope.cast(scope.constant([1.0]), gf.complex64, name="complex"),
+           scope.constant(np.array([b"ok", b"\xff"], object), name="not_utf8")]
     with pytest.raises(UnimplementedError) as err:
         gf.export_onnx(scope.graph, [x, ax], bad, None)
     message = str(err.value)
-    assert "6 node(s)" in message
-    for name in ("concat_a, concat_b", "strings", "dynamic_axis", "ignore", "complex"):
+    assert "7 node(s)" in message
+    for name in ("concat_a, concat_b", "strings", "dynamic_axis", "ignore", "complex",
+                 "not_utf8"):
         assert name in message
 
 

@@ -280,6 +280,18 @@ def _cast(em: Emitter, op: Operation, ins: list) -> list:
 
 
 # -- array ops ---------------------------------------------------------------------------------
+@check("Const")
+def _check_const(op: Operation, opset: int) -> str | None:
+    value = np.asarray(op.attrs["value"])
+    if value.dtype == object:
+        try:
+            for item in value.reshape(-1):
+                bytes(item).decode("utf-8")
+        except UnicodeDecodeError:
+            return "holding strings that are not UTF-8 (ONNX's strings are UTF-8)"
+    return None
+
+
 @lowering("Const")
 def _const(em: Emitter, op: Operation, ins: list) -> list:
     value = np.asarray(op.attrs["value"])
@@ -436,33 +448,52 @@ def _transpose(em: Emitter, op: Operation, ins: list) -> list:
     return [em.node("Transpose", [ins[0]], perm=_constant_ints(op, 1))]
 
 
+def _gather_axes(op: Operation) -> tuple[int, int] | None:
+    """GatherV2's (axis, batch_dims) made non-negative where needed; None when that needs
+    a rank the static shapes do not give."""
+    axis, batch_dims = _constant_int(op, 2), op.attrs["batch_dims"]
+    rank, k = op.inputs[0].shape.rank, op.inputs[1].shape.rank
+    if batch_dims < 0:
+        if k is None:
+            return None
+        batch_dims += k
+    if axis < 0:
+        if rank is None:
+            return None
+        axis += rank
+    return axis, batch_dims
+
+
 @check("GatherV2")
 def _check_gather(op: Operation, opset: int) -> str | None:
     if _constant_int(op, 2) is None:
         return "with an axis that is not a constant"
-    if op.attrs["batch_dims"] != 0:
-        return "with batch_dims != 0 (not lowered to ONNX)"
-    if op.outputs[0].dtype.is_string and _constant_int(op, 2) != 0 and (
-            op.inputs[0].shape.rank is None or op.inputs[1].shape.rank is None):
-        return "of strings along an axis other than 0 with an unknown rank"
+    plain = op.attrs["batch_dims"] == 0 and not op.outputs[0].dtype.is_string
+    axes = _gather_axes(op)
+    if not plain and (axes is None or (axes[0] != axes[1] and (
+            op.inputs[0].shape.rank is None or op.inputs[1].shape.rank is None))):
+        return "with batch_dims or strings and an unknown rank"
     return None
 
 
 @lowering("GatherV2")
 def _gather_v2(em: Emitter, op: Operation, ins: list) -> list:
-    axis = _constant_int(op, 2)
+    """Gather; with batch_dims (or strings, which onnxruntime's Gather loses) a GatherND
+    of one-element tuples behind batch_dims, the axis moved there and back if need be."""
     indices = em.index(ins[1], op.inputs[1].dtype)
-    if not op.outputs[0].dtype.is_string:
-        return [em.node("Gather", [ins[0], indices], axis=axis)]
-    if axis == 0:
-        return [em.gather_rows(ins[0], indices)]
-    # strings: onnxruntime's Gather loses them, so gather rows of the axis moved first
+    if op.attrs["batch_dims"] == 0 and not op.outputs[0].dtype.is_string:
+        return [em.node("Gather", [ins[0], indices], axis=_constant_int(op, 2))]
+    axis, b = _gather_axes(op)
+    tuples = em.node("Unsqueeze", [indices, em.const([-1], np.int64)])
+    if axis == b:
+        return [em.node("GatherND", [ins[0], tuples], batch_dims=b)]
     rank, k = op.inputs[0].shape.rank, op.inputs[1].shape.rank
-    axis %= rank
-    front = [axis] + [d for d in range(rank) if d != axis]
-    rows = em.gather_rows(em.node("Transpose", [ins[0]], perm=front), indices)
-    # rows: indices dims, then params' dims before axis, then those after it
-    back = list(range(k, k + axis)) + list(range(k)) + list(range(k + axis, k + rank - 1))
+    front = list(range(b)) + [axis] + [d for d in range(b, rank) if d != axis]
+    rows = em.node("GatherND", [em.node("Transpose", [ins[0]], perm=front), tuples],
+                   batch_dims=b)
+    # rows: batch dims, indices' own dims, params' dims between batch and axis, the rest
+    own, between = list(range(b, k)), list(range(k, k + axis - b))
+    back = list(range(b)) + between + own + list(range(k + axis - b, k + rank - 1 - b))
     return [em.node("Transpose", [rows], perm=back)]
 
 
