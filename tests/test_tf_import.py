@@ -22,9 +22,10 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", 
 FILES = {"scatter_v1": "scatter_v1.pb", "glue": "glue.pbtxt", "frozen": "frozen.pb",
          "variables_v1": "variables_v1.pb",
          "function": "function.pb", "nested_function": "nested_function.pb",
-         "consts": "consts.pb"}
-#: fixtures with a function library (readable through tensorboard's protos only)
-LIBRARY = {"function", "nested_function"}
+         "consts": "consts.pb", "consts_uint": "consts_uint.pb"}
+#: fixtures that only TensorFlow's full schema (tensorboard's protos) reads: function
+#: libraries, uint32_val/uint64_val
+FULL_SCHEMA = {"function", "nested_function", "consts_uint"}
 
 
 def _full_schema() -> bool:
@@ -64,8 +65,10 @@ def _run_fixture(graph: gf.Graph, name: str):
 
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_fixture_gives_tensorflows_results(name):
-    if name in LIBRARY and not _full_schema():
-        pytest.skip("the function library needs tensorboard's protos (graphflow[tensorboard-full])")
+    if name in FULL_SCHEMA and not _full_schema():
+        with pytest.raises(UnimplementedError, match=r"graphflow\[tensorboard-full\]"):
+            gf.import_tf_graph(os.path.join(FIXTURES, FILES[name]))
+        return
     graph = gf.import_tf_graph(os.path.join(FIXTURES, FILES[name]))
     _run_fixture(graph, name)
 
@@ -94,14 +97,20 @@ def test_sources(form, tmp_path):
         assert source.SerializeToString() == before  # the caller's message is not modified
 
 
-def test_text_and_binary_agree(tmp_path):
+@pytest.mark.parametrize("reader", ["default", "tensorboardX"])
+@pytest.mark.parametrize("name", ["scatter_v1", "consts"])
+def test_text_and_binary_agree(tmp_path, monkeypatch, name, reader):
+    """The binary fixture as text (TF's newer fields and DataTypes included) reads the same,
+    also through tensorboardX's older schema."""
     from google.protobuf import text_format
 
-    graph_def = tp.protos().GraphDef.FromString(open(os.path.join(FIXTURES, "scatter_v1.pb"),
+    graph_def = tp.protos().GraphDef.FromString(open(os.path.join(FIXTURES, FILES[name]),
                                                      "rb").read())
     text = tmp_path / "g.pbtxt"
     text.write_text(text_format.MessageToString(graph_def))
-    _run_fixture(gf.import_tf_graph(str(text)), "scatter_v1")
+    if reader == "tensorboardX":
+        monkeypatch.setattr(tp, "protos", lambda source=None: tp._load("tensorboardX"))
+    _run_fixture(gf.import_tf_graph(str(text)), name)
 
 
 def test_names_devices_controls_and_shapes():
@@ -186,10 +195,22 @@ def test_nested_functions_with_two_results_are_inlined():
     assert g.operation("Identity_1").inputs[0].op.name == "PartitionedCall/Identity_1"
 
 
-def test_function_library_without_the_full_schema_says_what_to_install(monkeypatch):
+@pytest.mark.parametrize("name,what", [("function", "PartitionedCall|library"),
+                                       ("consts_uint", "uint32_val")])
+@pytest.mark.parametrize("as_text", [False, True], ids=["binary", "text"])
+def test_full_schema_needed_says_what_to_install(monkeypatch, tmp_path, name, what, as_text):
+    from google.protobuf import text_format
+
+    source = os.path.join(FIXTURES, FILES[name])
+    if as_text:
+        if not _full_schema():
+            pytest.skip("writing the text needs tensorboard's protos")
+        full = tp.protos("tensorboard").GraphDef.FromString(open(source, "rb").read())
+        source = tmp_path / f"{name}.pbtxt"
+        source.write_text(text_format.MessageToString(full))
     monkeypatch.setattr(tp, "protos", lambda source=None: tp._load("tensorboardX"))
-    with pytest.raises(UnimplementedError, match=r"PartitionedCall.*graphflow\[tensorboard-full\]"):
-        gf.import_tf_graph(os.path.join(FIXTURES, "function.pb"))
+    with pytest.raises(UnimplementedError, match=f"({what}).*graphflow\\[tensorboard-full\\]"):
+        gf.import_tf_graph(str(source))
 
 
 def test_unknown_ops_are_listed_in_one_error():

@@ -107,13 +107,37 @@ def _parse_binary(data: bytes, where: str, ps: tp.ProtoSet) -> Any:
     return graph_def
 
 
+#: Fields of TensorFlow's schema that tensorboardX's older one lacks (text format names
+#: them; binary keeps them as unknown fields): skipped when reading with tensorboardX's.
+_NEWER_FIELDS = frozenset({"library", "debug_info", "experimental_type",
+                           "experimental_debug_info", "uint32_val", "uint64_val",
+                           "variant_val", "float8_val"})
+_NO_FIELD = re.compile(r'has no field named "(?P<field>\w+)"')
+_NEWER_ENUMS = {"DT_VARIANT": 21, "DT_UINT32": 22, "DT_UINT64": 23}
+_NEWER_ENUM = re.compile(r"(\b(?:type|dtype):\s*)(DT_VARIANT|DT_UINT32|DT_UINT64)\b")
+
+
 def _parse_text(data: bytes, where: str, ps: tp.ProtoSet) -> Any:
     from google.protobuf import text_format
 
     try:
-        return text_format.Parse(data.decode("utf-8"), ps.GraphDef())
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise _error(f"{where} is not a text GraphDef: byte {e.start} is not UTF-8") from None
+    if not ps.full:  # DataType values newer than tensorboardX's enum, by number
+        text = _NEWER_ENUM.sub(lambda m: f"{m[1]}{_NEWER_ENUMS[m[2]]}", text)
+    try:
+        return text_format.Parse(text, ps.GraphDef())
+    except text_format.ParseError as e:
+        newer = _NO_FIELD.search(str(e))
+        if ps.full or newer is None or newer["field"] not in _NEWER_FIELDS:
+            raise _error(f"{where} is not a text GraphDef: {e}") from None
+    if re.search(r"(?m)^library\s*\{", text):  # its functions would be skipped unseen
+        tp.require_full(ps, f"The function library of {where}")
+    if re.search(r"\buint(32|64)_val\s*:", text):
+        tp.require_full(ps, f"The uint32_val/uint64_val constants of {where}")
+    try:  # TensorFlow's newer fields (experimental_type...) dropped: they change no result
+        return text_format.Parse(text, ps.GraphDef(), allow_unknown_field=True)
     except text_format.ParseError as e:
         raise _error(f"{where} is not a text GraphDef: {e}") from None
 
