@@ -474,6 +474,77 @@ def _lower_sparse_adagrad(w: _Writer, op: Operation) -> list[str]:
     return []
 
 
+def _lower_min_max_shares(w: _Writer, op: Operation) -> list[str]:
+    """_ScatterMinMaxShares(tensor, indices, updates, output) in TF's ops: who equals
+    ``output`` where (the tensor's element, or a NaN there; each valid update landing on
+    it), counted with a TensorScatterAdd under the op's bad_indices_policy; each of the
+    k owners gets 1/k. One IdentityN named after the op holds the two shares."""
+    tensor, indices, updates, output = op.inputs
+    depth = indices.shape[-1] if indices.shape.rank else None
+    if depth is None:
+        raise UnimplementedError(f"Cannot export {op.type} to TensorFlow: the depth of its "
+                                 f"indices '{indices.name}' (their last dim) is unknown",
+                                 op.name, op.type)
+    h = _Helpers(w, op, "shares")
+    t, ti = op.attrs["T"], op.attrs["Tindices"]
+    tensor_ref, out_ref = w.ref(tensor), w.ref(output)
+    tuples = h.add("tuples", "Reshape", [w.ref(indices), h.const("tuples_shape", [-1, depth], ti)],
+                   {"T": ti, "Tshape": ti}, ti)
+    shape = h.add("tensor_shape", "Shape", [tensor_ref], {"T": t, "out_type": ti}, ti)
+    slots = h.add("slots", "Slice", [shape, h.const("zero_1", [0], ti),
+                                     h.const("depth", [depth], ti)], {"T": ti, "Index": ti}, ti)
+    inner = h.add("inner", "Slice", [shape, h.const("depth_1", [depth], ti),
+                                     h.const("rest", [-1], ti)], {"T": ti, "Index": ti}, ti)
+    axis0, last = h.const("axis0", 0, int32), h.const("last_axis", -1, int32)
+    rows_shape = h.add("rows_shape", "ConcatV2", [h.const("minus_one", [-1], ti), inner, axis0],
+                       {"N": 2, "T": ti, "Tidx": int32}, ti)
+    rows = h.add("rows", "Reshape", [w.ref(updates), rows_shape], {"T": t, "Tshape": ti}, t)
+    valid = h.add("valid", "All", [h.add("in_range", "LogicalAnd", [
+        h.add("nonnegative", "GreaterEqual", [tuples, h.const("zero", 0, ti)], {"T": ti},
+              bool_),
+        h.add("below", "Less", [tuples, slots], {"T": ti}, bool_)], {}, bool_), last],
+        {"keep_dims": False, "Tidx": int32}, bool_)
+    column_shape = h.add("column_shape", "ConcatV2", [
+        h.const("minus_one_1", [-1], ti), h.add("ones", "OnesLike", [inner], {"T": ti}, ti),
+        axis0], {"N": 2, "T": ti, "Tidx": int32}, ti)
+    valid_rows = h.add("valid_rows", "Reshape", [valid, column_shape],
+                       {"T": bool_, "Tshape": ti}, bool_)
+
+    def gather(suffix, params):
+        ref = h.add(suffix, "GatherNd", [params, tuples], {"Tparams": t, "Tindices": ti}, t)
+        w.graph_def.node[-1].attr["bad_indices_policy"].s = b"IGNORE"
+        return ref
+
+    tensor_wins = h.add("tensor_wins", "LogicalOr", [
+        h.add("tensor_equal", "Equal", [tensor_ref, out_ref],
+              {"T": t, "incompatible_shape_error": True}, bool_),
+        h.add("tensor_nan", "IsNan", [tensor_ref], {"T": t}, bool_)], {}, bool_)
+    update_wins = h.add("update_wins", "LogicalAnd", [
+        h.add("update_equal", "Equal", [rows, gather("landed_on", out_ref)],
+              {"T": t, "incompatible_shape_error": True}, bool_), valid_rows], {}, bool_)
+
+    def as_t(suffix, ref):
+        return h.add(suffix, "Cast", [ref], {"SrcT": bool_, "DstT": t, "Truncate": False}, t)
+
+    zeros = h.add("zeros", "ZerosLike", [tensor_ref], {"T": t}, t)
+    landed = h.add("update_counts", "TensorScatterAdd", [zeros, tuples,
+                                                         as_t("update_ones", update_wins)],
+                   {"T": t, "Tindices": ti}, t)
+    w.graph_def.node[-1].attr["bad_indices_policy"].s = op.attrs["bad_indices_policy"].encode()
+    counts = h.add("counts", "AddV2", [as_t("tensor_ones", tensor_wins), landed], {"T": t}, t)
+    share = h.add("share", "Reciprocal", [h.add("at_least_one", "Maximum", [
+        counts, h.const("one", 1, t)], {"T": t}, t)], {"T": t}, t)
+    tensor_share = h.add("tensor_share", "SelectV2", [tensor_wins, share, zeros], {"T": t}, t)
+    update_rows = h.add("update_rows", "SelectV2", [
+        update_wins, gather("share_there", share), h.const("nothing", 0, t)], {"T": t}, t)
+    update_share = h.add("update_share", "Reshape", [update_rows, h.add(
+        "updates_shape", "Shape", [w.ref(updates)], {"T": t, "out_type": ti}, ti)],
+        {"T": t, "Tshape": ti}, t)
+    return w.node(op.name, "IdentityN", [tensor_share, update_share],
+                  {"T": ("list(type)", [t, t])}, op.device, [c.name for c in op.control_inputs],
+                  [(o.dtype, o.shape) for o in op.outputs])
+
+
 #: graphflow op type -> writer of the TF nodes computing it (None: write it as is).
 LOWERINGS: dict[str, Callable[[_Writer, Operation], list[str] | None]] = {
     "GatherNd": _lower_gather_nd,
@@ -482,6 +553,7 @@ LOWERINGS: dict[str, Callable[[_Writer, Operation], list[str] | None]] = {
     "ResourceSparseApplyAdagrad": _lower_sparse_adagrad,
     "_StitchWinners": _lower_stitch_winners,
     "_ScatterWinners": _lower_scatter_winners,
+    "_ScatterMinMaxShares": _lower_min_max_shares,
 }
 
 
