@@ -164,6 +164,39 @@ def test_scatter_empty_indices(scope, tmp_path, op_type):
     check(scope.graph, feeds, [out], tmp_path, [expected])
 
 
+# tuples into [4, 3, 2]: bad ones (negative, past the end) among duplicates
+IGNORED_INDICES = np.array([[[1, 2], [-1, 0], [1, 2]], [[3, 3], [0, 0], [4, 0]]])
+
+
+@pytest.mark.parametrize("op_type", ["ScatterNd"] + list(SCATTERS))
+def test_bad_indices_policy_ignore_skips_bad_updates(scope, tmp_path, op_type):
+    tensor, updates = values(np.int32, (4, 3, 2), 20), values(np.int32, (2, 3, 2), 21)
+    t, i, u = (scope.placeholder(d) for d in (gf.int32, gf.int64, gf.int32))
+    if op_type == "ScatterNd":
+        out = scope.scatter_nd(i, u, np.array([4, 3, 2], np.int64), bad_indices_policy="IGNORE")
+        expected = ref_scatter_nd(IGNORED_INDICES, updates, (4, 3, 2), "IGNORE")
+        feeds = {i: IGNORED_INDICES, u: updates}
+    else:
+        out = getattr(scope, gf.op_def(op_type).builder_name)(t, i, u,
+                                                               bad_indices_policy="IGNORE")
+        expected = ref_scatter(tensor, IGNORED_INDICES, updates, SCATTERS[op_type], "IGNORE")
+        feeds = {t: tensor, i: IGNORED_INDICES, u: updates}
+    check(scope.graph, feeds, [out], tmp_path, [expected])
+
+
+@pytest.mark.parametrize("batch_dims", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, bool, object])
+def test_gather_nd_ignore_gives_zeros_for_bad_tuples(scope, tmp_path, dtype, batch_dims):
+    params = values(dtype, (2, 3, 4), 22)
+    indices = np.array([[[2, 1], [-1, 0], [0, 4]], [[3, 0], [1, 3], [0, 0]]], np.int32)
+    if batch_dims:
+        indices = indices[..., :1] % 5 - 1  # [2, 3, 1]: -1 and 3 are bad in dim 1
+    p, i = scope.placeholder(gf.as_dtype(dtype)), scope.placeholder(gf.int32)
+    out = scope.gather_nd(p, i, batch_dims=batch_dims, bad_indices_policy="IGNORE")
+    check(scope.graph, {p: params, i: indices}, [out], tmp_path,
+          [ref_gather_nd(params, indices, batch_dims, "IGNORE")])
+
+
 @pytest.mark.parametrize("op_type", ["TensorScatterMin", "TensorScatterMax"])
 def test_scatter_min_max_nan_update_never_wins(scope, tmp_path, op_type):
     tensor = np.array([1.0, 2.0, np.nan, 4.0], np.float32)
@@ -593,15 +626,14 @@ def test_unsupported_ops_listed_in_one_error(scope):
     bad = [scope.add(x, x, name="concat_a"), scope.add(x, x, name="concat_b"),
            scope.scatter_nd([[0]], scope.reshape(x, [1]), [2], name="strings"),
            scope.concat_v2([x, x], ax, name="dynamic_axis"),
-           scope.gather_nd(scope.constant([1, 2]), [[5]], bad_indices_policy="IGNORE",
-                           name="ignore"),
+           scope.transpose(x, scope.shape(x), name="dynamic_perm"),
            scope.cast(scope.constant([1.0]), gf.complex64, name="complex"),
            scope.constant(np.array([b"ok", b"\xff"], object), name="not_utf8")]
     with pytest.raises(UnimplementedError) as err:
         gf.export_onnx(scope.graph, [x, ax], bad, None)
     message = str(err.value)
     assert "7 node(s)" in message
-    for name in ("concat_a, concat_b", "strings", "dynamic_axis", "ignore", "complex",
+    for name in ("concat_a, concat_b", "strings", "dynamic_axis", "dynamic_perm", "complex",
                  "not_utf8"):
         assert name in message
 

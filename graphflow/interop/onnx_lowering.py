@@ -571,8 +571,6 @@ def _resource_gather(em: Emitter, op: Operation, ins: list) -> list:
 @check("ScatterNd", "TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub",
        "TensorScatterMin", "TensorScatterMax", "GatherNd")
 def _check_indexing(op: Operation, opset: int) -> str | None:
-    if op.attrs.get("bad_indices_policy", "") == "IGNORE":
-        return "with bad_indices_policy='IGNORE' (not lowered to ONNX)"
     if op.type == "ScatterNd" and op.outputs[0].dtype.is_string:
         return "on strings (ONNX's ScatterND cannot concatenate duplicates)"
     return None
@@ -585,6 +583,39 @@ def _index_rows(em: Emitter, indices: str) -> tuple[str, str, str]:
     n = em.node("ReduceProd", [em.slice1(shape, 0, -1)], keepdims=1)
     rows = em.node("Reshape", [indices, em.node("Concat", [n, depth], axis=0)], allowzero=1)
     return rows, n, depth
+
+
+def _update_rows(em: Emitter, indices: str, updates: str, n: str) -> str:
+    """updates [..., slice] as [n, slice], n the number of index tuples."""
+    n_lead = em.node("Sub", [em.node("Size", [em.node("Shape", [indices])]),
+                             em.const(1, np.int64)])
+    rest = em.slice1(em.node("Shape", [updates]),
+                     em.node("Reshape", [n_lead, em.const([1], np.int64)]))
+    return em.node("Reshape", [updates, em.node("Concat", [n, rest], axis=0)], allowzero=1)
+
+
+def _valid_tuples(em: Emitter, tuples: str, bounds: str) -> str:
+    """Per index tuple (the last dim of ``tuples``), whether 0 <= tuple < bounds."""
+    ok = em.node("And", [em.node("GreaterOrEqual", [tuples, em.const(0, np.int64)]),
+                         em.node("Less", [tuples, bounds])])
+    bad = em.node("ReduceSum", [em.cast(em.node("Not", [ok]), int64),
+                                em.const([-1], np.int64)], keepdims=0)
+    return em.node("Equal", [bad, em.const(0, np.int64)])
+
+
+def _scatter_indices(em: Emitter, op: Operation, indices: str, updates: str,
+                     dims: str) -> tuple[str, str]:
+    """The indices as int64, and the updates. A bad tuple (outside ``dims``) is dropped
+    with its update under bad_indices_policy="IGNORE", as TensorFlow skips it; otherwise
+    made out of bounds, so TensorFlow's error fails the ONNX run."""
+    dtype = op.inputs[0 if op.type == "ScatterNd" else 1].dtype
+    if op.attrs.get("bad_indices_policy", "") != "IGNORE":
+        return em.index(indices, dtype), updates
+    indices = em.i64(indices, dtype)
+    rows, n, depth = _index_rows(em, indices)
+    valid = _valid_tuples(em, rows, em.slice1(dims, 0, depth))
+    return (em.node("Compress", [rows, valid], axis=0),
+            em.node("Compress", [_update_rows(em, indices, updates, n), valid], axis=0))
 
 
 def _scatter_reduce(em: Emitter, op: Operation, tensor: str, indices: str, updates: str,
@@ -609,21 +640,21 @@ def _scatter_reduce(em: Emitter, op: Operation, tensor: str, indices: str, updat
 @lowering("ScatterNd")
 def _scatter_nd(em: Emitter, op: Operation, ins: list) -> list:
     """zeros(shape) + updates at indices, duplicates summed (bools OR-ed, as max)."""
-    indices = em.index(ins[0], op.inputs[0].dtype)
     shape = em.i64(ins[2], op.inputs[2].dtype)
+    indices, updates = _scatter_indices(em, op, ins[0], ins[1], shape)
     dtype = op.outputs[0].dtype
     if dtype.is_bool:
         zeros = em.node("Expand", [em.scalar(_INT32, 0), shape])
-        out = em.node("ScatterND", [zeros, indices, em.cast(ins[1], _INT32)], reduction="max")
+        out = em.node("ScatterND", [zeros, indices, em.cast(updates, _INT32)], reduction="max")
         return [em.cast(out, dtype)]
     zeros = em.node("Expand", [em.scalar(dtype, 0), shape])
-    return [em.node("ScatterND", [zeros, indices, ins[1]], reduction="add")]
+    return [em.node("ScatterND", [zeros, indices, updates], reduction="add")]
 
 
 @lowering("TensorScatterAdd", "TensorScatterSub", "TensorScatterMin", "TensorScatterMax")
 def _tensor_scatter_reduce(em: Emitter, op: Operation, ins: list) -> list:
-    tensor, indices, updates = ins
-    indices = em.index(indices, op.inputs[1].dtype)
+    tensor = ins[0]
+    indices, updates = _scatter_indices(em, op, ins[1], ins[2], em.node("Shape", [tensor]))
     kind = op.type[len("TensorScatter"):].lower()
     if kind == "sub":  # x - u1 - u2 == x + (-u1) + (-u2), also for -0.0 (Neg, not 0 - u)
         dtype = op.outputs[0].dtype
@@ -649,14 +680,10 @@ def _last_writers(em: Emitter, slots_shape: str, rows: str, n: str, scatter: str
 def _tensor_scatter_update(em: Emitter, op: Operation, ins: list) -> list:
     """TensorFlow's last write wins: keep only each slot's last writer, then write those
     (no duplicates left, so ScatterND's undefined order no longer matters)."""
-    tensor, indices, updates = ins
-    rows, n, depth = _index_rows(em, em.index(indices, op.inputs[1].dtype))
-    n_lead = em.node("Sub", [em.node("Size", [em.node("Shape", [indices])]),
-                             em.const(1, np.int64)])
-    upd_rest = em.slice1(em.node("Shape", [updates]),
-                         em.node("Reshape", [n_lead, em.const([1], np.int64)]))
-    upd_rows = em.node("Reshape", [updates, em.node("Concat", [n, upd_rest], axis=0)],
-                       allowzero=1)
+    tensor = ins[0]
+    indices, updates = _scatter_indices(em, op, ins[1], ins[2], em.node("Shape", [tensor]))
+    rows, n, depth = _index_rows(em, indices)
+    upd_rows = _update_rows(em, indices, updates, n)
     slots_shape = em.slice1(em.node("Shape", [tensor]), 0, depth)
     winners, positions = _last_writers(em, slots_shape, rows, n, "ScatterND")
     wins = em.node("Equal", [em.node("GatherND", [winners, rows]), positions])
@@ -666,8 +693,28 @@ def _tensor_scatter_update(em: Emitter, op: Operation, ins: list) -> list:
 
 @lowering("GatherNd")
 def _gather_nd(em: Emitter, op: Operation, ins: list) -> list:
-    indices = em.index(ins[1], op.inputs[1].dtype)
-    return [em.node("GatherND", [ins[0], indices], batch_dims=op.attrs["batch_dims"])]
+    batch_dims = op.attrs["batch_dims"]
+    if op.attrs["bad_indices_policy"] != "IGNORE":
+        indices = em.index(ins[1], op.inputs[1].dtype)
+        return [em.node("GatherND", [ins[0], indices], batch_dims=batch_dims)]
+    # IGNORE: a bad tuple gathers zeros (TensorFlow's): gather at 0 there, then mask
+    indices = em.i64(ins[1], op.inputs[1].dtype)
+    depth = em.slice1(em.node("Shape", [indices]), -1)
+    start = em.const([batch_dims], np.int64)
+    bounds = em.slice1(em.node("Shape", [ins[0]]), start, em.node("Add", [start, depth]))
+    valid = _valid_tuples(em, indices, bounds)
+    safe = em.node("Where", [em.node("Unsqueeze", [valid, em.const([-1], np.int64)]), indices,
+                             em.const(0, np.int64)])
+    gathered = em.node("GatherND", [ins[0], safe], batch_dims=batch_dims)
+    # valid with a 1 for each slice dim, to broadcast over the gathered slices
+    extra = em.node("Sub", [em.node("Size", [em.node("Shape", [gathered])]),
+                            em.node("Size", [em.node("Shape", [valid])])])
+    ones = em.node("Expand", [em.const([1], np.int64),
+                              em.node("Reshape", [extra, em.const([1], np.int64)])])
+    mask = em.node("Reshape", [valid, em.node("Concat", [em.node("Shape", [valid]), ones],
+                                              axis=0)])
+    dtype = op.outputs[0].dtype
+    return [em.typed("Where", [mask, gathered, em.scalar(dtype, 0)], dtype, [1, 2])]
 
 
 @lowering("DynamicPartition")
