@@ -201,9 +201,28 @@ def min_max_gradients():
     return g, [[top, low] + grads], feeds, []
 
 
+def glue_ops():
+    """TF's glue ops that import_tf_graph brought into graphflow go back as themselves."""
+    g = gf.Graph()
+    s = gf.Scope(g)
+    x = s.placeholder(gf.int64, shape=[None, 3, 4], name="x")
+    v = s.variable(np.ones(2, np.float32), name="v")
+    out = [s.strided_slice(x, [0, 2, 1], [2, 0, 4], [1, -1, 2], begin_mask=1,
+                           shrink_axis_mask=0, new_axis_mask=0),
+           s.strided_slice(x, [1], [2], [1], shrink_axis_mask=1),
+           s.gather_v2(x, [[2, 0]], 1), s.gather_v2(x, [[1], [0]], 2, batch_dims=1),
+           s.prod(x, [0, 2], keep_dims=True), s.transpose(x, [2, 0, 1]),
+           s.tile(x, [1, 2, 1]),
+           s.strided_slice_grad([2, 3, 4], [0, 1, 0], [2, 3, 4], [1, 1, 2], s.constant(
+               np.arange(8, dtype=np.float32).reshape(2, 2, 2))),
+           s.var_is_initialized_op(v.handle)]
+    feeds = {x: np.arange(24, dtype=np.int64).reshape(2, 3, 4) - 5}
+    return g, [out], feeds, []
+
+
 CASES = {f.__name__: f for f in (scatter_family, gather_nd_family, partition_stitch,
-                                 math_array, variables, gradients, min_max_gradients,
-                                 training_sgd, training_adagrad)}
+                                 math_array, glue_ops, variables, gradients,
+                                 min_max_gradients, training_sgd, training_adagrad)}
 
 
 def run_graphflow(graph, steps, feeds, setup):
@@ -283,6 +302,22 @@ def test_attr_names_are_tensorflows(tf):
             assert have == want, (node.name, node.op, have ^ want)
 
 
+def test_the_tables_match_tensorflows_op_defs(tf):
+    """Every op written as itself: graphflow's attrs, renamed and completed with TF_DEFAULTS
+    (less what a lowering drops), are exactly TF 2.21's, inputs and outputs in number."""
+    from tensorflow.python.framework import op_def_registry
+
+    for name in sorted(tf_export.SAME_AS_TF | tf_export.RESOURCE_OPS):
+        ours, theirs = gf.op_def(name), op_def_registry.get(name)
+        attrs = set(ours.attrs) - set(tf_export._DROPPED.get(name, ()))
+        if name in tf_export.RESOURCE_OPS:
+            attrs = attrs - {"dtype"} | {"T"}
+        attrs |= set(tf_export.TF_DEFAULTS.get(name, {}))
+        assert attrs == {a.name for a in theirs.attr}, name
+        assert len(ours.inputs) == len(theirs.input_arg), name
+        assert len(ours.outputs) == len(theirs.output_arg), name
+
+
 def test_a_failing_check_fails_in_tensorflow_too(tf):
     """The gradients' _AssertEqual is lowered to an Assert: a grad_ys of the wrong shape
     fed at run time fails in both."""
@@ -305,6 +340,14 @@ def test_a_failing_check_fails_in_tensorflow_too(tf):
 
 
 # -- structure (no TensorFlow) -------------------------------------------------------------
+def test_every_table_entry_is_a_registered_op():
+    registered = {d.name for d in gf.registered_ops(include_internal=True)}
+    table = tf_export.SAME_AS_TF | tf_export.RESOURCE_OPS | set(tf_export.LOWERINGS)
+    assert table <= registered, table - registered
+    for name in table:
+        assert tf_export.has_tf_counterpart(name)
+
+
 def test_resource_ops_use_tensorflows_attr_names():
     g, *_ = variables()
     by_name = nodes(tf_export.tf_graph_def(g))

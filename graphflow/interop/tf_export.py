@@ -3,15 +3,17 @@
 Each node is written as the TensorFlow op it stands for, under TensorFlow 2.21's
 op and attr names (``RESOURCE_OPS`` below renames, ``TF_DEFAULTS`` adds the attrs
 TensorFlow has and graphflow leaves out, with TF's values), so that TF's
-``tf.compat.v1.import_graph_def`` runs it with graphflow's results. Ops TF lacks
-are lowered to ops it has: GatherNd with ``batch_dims`` and the gradients'
-``_BatchIndexTuples`` become Shape/Range/BroadcastTo/ConcatV2 around a plain
-GatherNd (``LOWERINGS``). Any other op (graphflow's internal ops, user ops) is
-refused in one UnimplementedError that names every such node.
+``tf.compat.v1.import_graph_def`` runs it with graphflow's results. What TF's ops
+do not do as graphflow's do is lowered to ops TF has (``LOWERINGS``): GatherNd with
+``batch_dims``, ResourceSparseApplyAdagrad's summing of duplicate rows, and the
+internal ops of gradient graphs (``_BatchIndexTuples``, ``_StitchWinners``,
+``_ScatterWinners``, ``_ScatterMinMaxShares``, ``_AssertEqual``). Any other op (user
+ops, the ops compiled plans make) is refused in one UnimplementedError that names
+every such node.
 
 ``tf_graph_def(graph, strict=False)`` writes every node as it is instead (graphflow's
 op types and attrs): the picture of the graph that TensorBoard shows
-(``gf.summary.FileWriter``). The messages are tensorboardX's generated classes.
+(``gf.summary.FileWriter``). The messages are generated classes (tf_proto.protos()).
 """
 from __future__ import annotations
 
@@ -41,6 +43,9 @@ SAME_AS_TF = frozenset({
     "TensorScatterMin", "TensorScatterSub", "TensorScatterUpdate", "Unpack", "ZerosLike",
     "Equal", "NotEqual", "VarHandleOp", "AssignVariableOp", "ResourceGather",
     "ResourceApplyAdagrad", "ResourceSparseApplyAdagrad",
+    # TF's glue ops that gf.import_tf_graph brought in (ops/tf_glue_ops.py)
+    "StridedSlice", "StridedSliceGrad", "GatherV2", "Prod", "Transpose", "Tile",
+    "VarIsInitializedOp",
 })
 
 #: Ops whose variable dtype attr graphflow calls ``dtype`` and TensorFlow ``T``.
@@ -63,7 +68,6 @@ TF_DEFAULTS: Mapping[str, Mapping[str, tuple[str, Any]]] = {
 
 #: graphflow attrs TensorFlow's op lacks (dropped once the op is lowered past them).
 _DROPPED = {"GatherNd": ("batch_dims",)}
-
 
 
 class _ResourceType:
