@@ -32,7 +32,8 @@ import weakref
 from dataclasses import replace
 from typing import Any
 
-from graphflow.errors import AbortedError, CancelledError, InternalError, OpError
+from graphflow.errors import (AbortedError, CancelledError, InternalError, InvalidArgumentError,
+                              OpError)
 
 from ..devices import list_devices
 from ..executor import ForwardCounter, Plan
@@ -55,6 +56,31 @@ class _Stage:
                          resources)
         self.num_outputs = len(spec.outputs)
         self.graph_key = spec.graph_key
+        self.resources = resources
+        #: (variable, the shape its handle declares, the op) for each handle of the stage
+        #: that something other than a whole assignment uses
+        self.shapes = [(h.attrs.get("shared_name") or h.name, h.attrs["shape"], h.name)
+                       for h in graph.operations() if h.type == "VarHandleOp"
+                       and h.attrs.get("shape") is not None and h.attrs["shape"].rank is not None
+                       and any(c.type != "AssignVariableOp" for c in _consumers(graph, h))]
+
+    def check_shapes(self) -> None:
+        """The variables' values have the shapes this graph declares for them: workers
+        share variables by name across graphs, as a parameter server, and another
+        graph may have made one under this name with another shape (the dtype is
+        checked by the kernels, VariableState.declare)."""
+        for name, shape, node in self.shapes:
+            value = self.resources.variable(name).value
+            if value is not None and not shape.is_compatible_with(value.shape):
+                raise InvalidArgumentError(
+                    f"Trying to access variable '{name}' as shape {shape}: it holds a value "
+                    f"of shape {list(value.shape)} (made under this name by another graph "
+                    f"or Session). Assign it a value of this shape first, or give the "
+                    f"variable another name", node, "VarHandleOp")
+
+
+def _consumers(graph, op) -> list:
+    return [c for c in graph.operations() if any(i.op is op for i in c.inputs)]
 
 
 class WorkerState:
@@ -385,6 +411,8 @@ def run_stage(spec: StageSpec, config, run_id: str, incarnation: str | None, tra
         if spec.locks:
             state.lock(run_id, spec.locks)
         compiled = state.stage(spec, config)
+        if compiled.shapes:
+            compiled.check_shapes()
         with journaling(journal):
             results = compiled.plan.run(values, None, metadata)
     except CancelledError:  # taken back while it waited for a lock

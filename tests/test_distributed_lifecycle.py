@@ -1,0 +1,72 @@
+"""What a cluster Session keeps and checks across runs (issue 28, items 7, 9-11): one
+client-side plan per signature, one compiled stage per signature on a worker however
+the graph grows, a variable name reused with another shape refused, and a closed
+Client reported as graphflow's error. On the shared loopback LocalCluster."""
+import time
+
+import numpy as np
+import pytest
+
+import graphflow as gf
+from graphflow.errors import FailedPreconditionError, InvalidArgumentError
+
+distributed = pytest.importorskip("distributed")
+
+W0, W1 = "/job:worker/task:0", "/job:worker/task:1"
+
+
+def _stages_held(dask_worker):
+    from graphflow.runtime.distributed.worker import worker_state
+    return len(worker_state(dask_worker)._stages)
+
+
+def test_one_plan_and_one_stage_per_signature_while_the_graph_grows(dask_client):
+    scope = gf.Scope(gf.Graph()).with_sub_scope("grows")
+    x = scope.placeholder(gf.float32, shape=[2], name="x")
+    y = scope.with_device(W0).add(scope.with_device(W1).mul(x, 2.0), 1.0, name="y")
+    with gf.Session(scope.graph, gf.SessionConfig(cluster=dask_client)) as sess:
+        sess.run(y, {x: np.ones(2, np.float32)})
+        plan = sess._cluster.plan([y], [x])
+        before = dask_client.run(_stages_held)
+        for k in range(8):
+            scope.constant(np.float32(k), name=f"more{k}")  # a new graph version each run
+            np.testing.assert_array_equal(sess.run(y, {x: np.full(2, k, np.float32)}),
+                                          np.full(2, 2 * k + 1))
+        assert sess._cluster.plan([y], [x]) is plan  # not rebuilt per run
+        assert dask_client.run(_stages_held) == before  # not one stage per version
+
+
+def test_a_variable_name_reused_with_another_shape_is_refused(dask_client):
+    """Workers share variables by name across graphs: a second graph's variable of that
+    name with shape [3] read the first's [5] value under its static shape [3]."""
+    first = gf.Scope(gf.Graph()).with_device(W1)
+    v5 = first.variable(np.arange(5, dtype=np.float32), name="reused_shape")
+    second = gf.Scope(gf.Graph()).with_device(W1)
+    v3 = second.variable(np.zeros(3, np.float32), name="reused_shape")
+    config = gf.SessionConfig(cluster=dask_client)
+    with gf.Session(first.graph, config) as a, gf.Session(second.graph, config) as b:
+        a.run(v5.initializer)
+        with pytest.raises(InvalidArgumentError, match=r"'reused_shape' as shape \[3\].*"
+                                                       r"shape \[5\]") as info:
+            b.run(v3.read())
+        assert info.value.node_name == v3.handle.op.name
+        with pytest.raises(InvalidArgumentError, match="shape"):
+            b.run(v3.assign_add(np.ones(3, np.float32)))
+        with pytest.raises(InvalidArgumentError, match=r"shape \[5\].*shape \[3\]"):
+            b.run(v3.initializer)  # the assign kernel's own check
+        np.testing.assert_array_equal(a.run(v5.read()), np.arange(5))
+
+
+def test_a_run_after_the_client_closed_is_a_failed_precondition(dask_client):
+    scope = gf.Scope(gf.Graph())
+    y = scope.with_device(W1).add(np.float32(1), np.float32(2), name="y")
+    other = distributed.Client(dask_client.scheduler.address, set_as_default=False)
+    try:
+        sess = gf.Session(scope.graph, gf.SessionConfig(cluster=other))
+        assert sess.run(y) == 3
+    finally:
+        other.close()
+    for fetch in (y, [y, y]):  # a cached plan and a new one
+        with pytest.raises(FailedPreconditionError, match="client .* is closed"):
+            sess.run(fetch)
+    sess.close()
