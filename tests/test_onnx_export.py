@@ -610,6 +610,14 @@ def test_variables_refused_without_session_frozen_with_one(scope, tmp_path):
         np.testing.assert_array_equal(got, want, err_msg=backend)
 
 
+def test_variable_handle_is_not_a_value(scope):
+    v = scope.variable(np.zeros((3,), np.float32), name="v")
+    with gf.Session(scope.graph) as sess:
+        sess.run(gf.global_variables_initializer(scope.graph))
+        with pytest.raises(InvalidArgumentError, match="handle"):
+            gf.export_onnx(scope.graph, [], [v.handle], None, session=sess)
+
+
 def test_variable_updates_refused(scope):
     v = scope.variable(np.zeros((3,), np.float32), name="v")
     after = v.scatter_nd_add([[1]], [2.0])

@@ -63,6 +63,10 @@ def export_onnx(graph: Graph, inputs: Sequence[Any] | None, outputs: Sequence[An
             if out.name in seen:
                 raise InvalidArgumentError(f"export_onnx: {out.name} is listed twice in {what}")
             seen.add(out.name)
+    for out in fetches:
+        if out.op.type == "VarHandleOp" and out not in feeds:
+            raise InvalidArgumentError(f"export_onnx: {out.name} is a variable's handle, not a "
+                                       f"value: fetch a read of it", out.op.name, out.op.type)
     ops, waited = _needed_ops(fetches, feeds)
     _refuse_what_onnx_cannot_express(ops, waited, feeds, session, int(opset))
 
