@@ -224,6 +224,14 @@ def test_gather_nd_batch_dims(scope, tmp_path, batch_dims, dtype):
           [ref_gather_nd(params, indices, batch_dims)])
 
 
+@pytest.mark.parametrize("indices_shape", [(0,), (2, 0), (0, 0)])
+def test_gather_nd_empty_tuples_take_all_of_params(scope, tmp_path, indices_shape):
+    params, indices = values(np.float32, (3, 2), 23), np.zeros(indices_shape, np.int64)
+    p, i = scope.placeholder(gf.float32), scope.constant(indices)
+    check(scope.graph, {p: params}, [scope.gather_nd(p, i)], tmp_path,
+          [ref_gather_nd(params, indices)])
+
+
 # -- partition and stitch --------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8, bool, object])
 def test_dynamic_partition_multi_dim(scope, tmp_path, dtype):

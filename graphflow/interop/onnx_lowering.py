@@ -694,6 +694,13 @@ def _tensor_scatter_update(em: Emitter, op: Operation, ins: list) -> list:
 @lowering("GatherNd")
 def _gather_nd(em: Emitter, op: Operation, ins: list) -> list:
     batch_dims = op.attrs["batch_dims"]
+    shape = op.inputs[1].shape
+    if batch_dims == 0 and shape.rank is not None and shape.dims[-1] == 0:
+        # empty tuples: each names all of params (ONNX's reference GatherND fails on them)
+        lead = em.slice1(em.node("Shape", [ins[1]]), 0, -1)
+        params = em.node("Unsqueeze", [ins[0], em.const(list(range(shape.rank - 1)), np.int64)])
+        return [em.node("Expand", [params, em.node("Concat", [lead, em.node("Shape", [ins[0]])],
+                                                    axis=0)])]
     if op.attrs["bad_indices_policy"] != "IGNORE":
         indices = em.index(ins[1], op.inputs[1].dtype)
         return [em.node("GatherND", [ins[0], indices], batch_dims=batch_dims)]
