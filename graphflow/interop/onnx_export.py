@@ -186,7 +186,7 @@ def _refuse_what_onnx_cannot_express(ops: list[Operation], waited: list[Operatio
     def refuse(op: Operation, reason: str) -> None:
         problems.setdefault(reason, []).append(op.name)
     for op in waited:
-        if op.type in _VARIABLE_UPDATES or (op.op_def.stateful and op.type not in LOWERINGS):
+        if op.op_def.stateful and op.type not in LOWERINGS:
             refuse(op, f"{op.type} (it updates state, and an exported op waits for it; an "
                        f"ONNX graph is for inference)")
     for op in ops:
@@ -194,7 +194,7 @@ def _refuse_what_onnx_cannot_express(ops: list[Operation], waited: list[Operatio
             continue
         dtypes = [t.dtype for t in list(op.inputs) + list(op.outputs)]
         if op.type not in LOWERINGS:
-            if op.type in _VARIABLE_UPDATES or op.op_def.stateful:
+            if op.op_def.stateful:
                 refuse(op, f"{op.type} (it updates state; an ONNX graph is for inference)")
             else:
                 refuse(op, f"{op.type} (no ONNX lowering)")
@@ -213,24 +213,21 @@ def _refuse_what_onnx_cannot_express(ops: list[Operation], waited: list[Operatio
                                  f"cannot be expressed in ONNX:\n{lines}")
 
 
-_VARIABLE_UPDATES = {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
-                     "ResourceScatterNdAdd", "ResourceScatterNdSub", "ResourceScatterNdMin",
-                     "ResourceScatterNdMax", "ResourceScatterNdUpdate", "ResourceApplyAdagrad",
-                     "ResourceSparseApplyAdagrad"}
-
 def _frozen_variables(ops: list[Operation], session: Any) -> dict[Operation, np.ndarray]:
-    """The session's value of each variable the ops read (VarHandleOp -> array)."""
+    """The session's value of each variable the ops read (VarHandleOp -> array), read
+    through a plain ReadVariableOp of it (one with control inputs could run updates)."""
     handles = [op for op in ops if op.type == "VarHandleOp"]
     if not handles or session is None:
         return {}
     reads = {}
     for op in handles[0].graph.operations():
-        if op.type == "ReadVariableOp" and op.inputs[0].op in handles:
+        if op.type == "ReadVariableOp" and op.inputs[0].op in handles and not op.control_inputs:
             reads.setdefault(op.inputs[0].op, op.outputs[0])
     missing = [h.name for h in handles if h not in reads]
     if missing:
-        raise InvalidArgumentError(f"export_onnx: cannot freeze variable(s) {', '.join(missing)}: "
-                                   f"no ReadVariableOp of them in the graph to read their value")
+        raise InvalidArgumentError(
+            f"export_onnx: cannot freeze variable(s) {', '.join(missing)}: no ReadVariableOp "
+            f"of them without control inputs in the graph to read their value with")
     values = session.run([reads[h] for h in handles])
     return dict(zip(handles, values))
 
