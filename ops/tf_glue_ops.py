@@ -299,7 +299,8 @@ def _gather_v2_shape(ctx):
 @GatherV2.kernel("cpu")
 def _gather_v2(ctx, params, indices, axis):
     if np.ndim(axis) != 0:
-        raise InvalidArgumentError(f"axis must be a scalar, got shape {debug_string(np.shape(axis))}")
+        raise InvalidArgumentError(f"axis must be a scalar, got shape "
+                                   f"{debug_string(np.shape(axis))}")
     if params.ndim == 0:
         raise InvalidArgumentError("params must be at least 1 dimensional")
     axis, bd = _gather_axes(int(axis), ctx.attrs["batch_dims"], params.ndim, indices.ndim)

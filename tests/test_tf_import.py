@@ -151,8 +151,8 @@ def test_graphflow_export_then_import_runs_identically(tmp_path):
     y = s.tensor_scatter_add(x, idx, s.gather_nd(x, idx), name="y")
     parts = s.dynamic_partition(y, s.cast(s.greater(y, 2.0), gf.int32), num_partitions=2)
     first = s.range(0, s.size(parts[0]), 1)
-    z = s.dynamic_stitch([first, s.add(s.range(0, s.size(parts[1]), 1), s.size(parts[0]))],
-                         parts, name="z")
+    s.dynamic_stitch([first, s.add(s.range(0, s.size(parts[1]), 1), s.size(parts[0]))],
+                     parts, name="z")
     v = s.variable(np.zeros(4, np.float32), name="v")
     update = v.scatter_nd_add(idx, s.gather_nd(x, idx))
     path = tmp_path / "model.pbtxt"

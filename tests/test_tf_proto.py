@@ -15,7 +15,8 @@ import pytest
 pytest.importorskip("tensorboardX")
 
 import graphflow as gf  # noqa: E402
-from graphflow.errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError  # noqa: E402
+from graphflow.errors import (InvalidArgumentError, ResourceExhaustedError,  # noqa: E402
+                              UnimplementedError)
 from graphflow.interop import tf_proto as tp  # noqa: E402
 
 
@@ -37,7 +38,8 @@ def _sample(dtype: gf.DType, shape) -> np.ndarray:
     n = int(np.prod(shape))
     if dtype is gf.string:
         out = np.empty(n, dtype=object)
-        out[:] = [bytes(RNG.integers(0, 256, RNG.integers(0, 5)).astype(np.uint8)) for _ in range(n)]
+        out[:] = [bytes(RNG.integers(0, 256, RNG.integers(0, 5)).astype(np.uint8))
+                  for _ in range(n)]
         return out.reshape(shape)
     if dtype.is_bool:
         return RNG.integers(0, 2, n).astype(bool).reshape(shape)
@@ -224,7 +226,8 @@ def test_shape_round_trip(source, dims):
     proto = tp.shape_to_proto(gf.TensorShape(dims), ps)
     assert proto.unknown_rank == (dims is None)
     assert [d.size for d in proto.dim] == [-1 if d is None else d for d in (dims or [])]
-    assert tp.shape_from_proto(ps.TensorShapeProto.FromString(proto.SerializeToString())).dims == dims
+    back = ps.TensorShapeProto.FromString(proto.SerializeToString())
+    assert tp.shape_from_proto(back).dims == dims
 
 
 @pytest.mark.parametrize("source", SOURCES)

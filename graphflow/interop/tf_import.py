@@ -59,7 +59,9 @@ _CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 _GRAPHDEF_FIELDS = {1, 2, 3, 4, 5}
 _LIBRARY_FIELD = 2
 _REF = re.compile(r"(?P<node>[^:^]+)(?::(?P<index>[0-9]{1,10}))?")
-_FUNC_REF = re.compile(r"(?P<node>[^:^]+)(?::(?P<arg>[A-Za-z_][A-Za-z0-9_]*):(?P<index>[0-9]{1,10}))?")
+#: inside a function body: 'node:output_arg:index', or an argument's name
+_FUNC_REF = re.compile(r"(?P<node>[^:^]+)"
+                       r"(?::(?P<arg>[A-Za-z_][A-Za-z0-9_]*):(?P<index>[0-9]{1,10}))?")
 
 
 def _error(message: str, node: str | None = None, op_type: str | None = None
