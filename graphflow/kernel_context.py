@@ -101,3 +101,37 @@ class KernelContext:
 
 #: The largest buffer numpy (and an int64 byte count) can describe.
 _MAX_BYTES = 2 ** 63 - 1
+
+
+class KernelSpec:
+    """What a plan knows of one node before it runs (a kernel's ``prepare`` reads it):
+    its context, and per flat input the static shape, dtype and, for a constant of the
+    plan, the value. A shape-specialized plan knows the feeds' shapes too."""
+
+    __slots__ = ("ctx", "inputs", "outputs")
+
+    def __init__(self, ctx: KernelContext, inputs, outputs):
+        self.ctx = ctx
+        self.inputs = tuple(inputs)    # Outputs, as the plan wires them
+        self.outputs = tuple(outputs)
+
+    @property
+    def attrs(self) -> Mapping[str, Any]:
+        return self.ctx.attrs
+
+    def shape(self, i: int) -> tuple | None:
+        """Input ``i``'s dims when all are known, else None."""
+        shape = self.inputs[i].shape
+        return tuple(shape.as_list()) if shape.is_fully_defined() else None
+
+    def output_shape(self, i: int = 0) -> tuple | None:
+        shape = self.outputs[i].shape
+        return tuple(shape.as_list()) if shape.is_fully_defined() else None
+
+    def dtype(self, i: int) -> np.dtype:
+        return np.dtype(self.inputs[i].dtype.as_numpy_dtype)
+
+    def value(self, i: int):
+        """Input ``i``'s value when it is a constant of the plan, else None."""
+        op = self.inputs[i].op
+        return op.attrs["value"] if op.type == "Const" and not op.control_inputs else None

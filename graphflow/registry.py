@@ -264,6 +264,7 @@ class OpDef:
     kernels: list[KernelDef] = field(default_factory=list)
     gradient_function: Callable | None = None  # or NOT_DIFFERENTIABLE
     gradient_site: str = ""                    # file:line of that declaration
+    preparers: dict[str, Callable] = field(default_factory=dict)  # device type -> prepare
 
     # derived at registration
     inferred_attrs: frozenset = frozenset()
@@ -294,6 +295,19 @@ class OpDef:
         def register(fn: Callable) -> Callable:
             self.kernels.append(KernelDef(fn, device_type,
                                           {k: tuple(v) for k, v in constraints.items()}))
+            return fn
+        return register
+
+    def prepare(self, device_type: str) -> Callable:
+        """Register ``prepare(spec) -> kernel | None`` for ``device_type``: called once per
+        plan step with a :class:`graphflow.kernel_context.KernelSpec` (static shapes,
+        dtypes, constant inputs), it returns a lean kernel ``fn(ctx, *inputs)`` with the
+        checks that do not depend on values done, or None to use the registered kernel.
+        A prepared kernel must give the registered kernel's results and errors."""
+        device_type = device_type.lower()
+
+        def register(fn: Callable) -> Callable:
+            self.preparers[device_type] = fn
             return fn
         return register
 

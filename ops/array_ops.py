@@ -237,6 +237,17 @@ def _reshape(ctx, x, shape):
     return x.reshape(reshaped_dims(list(x.shape), dims))
 
 
+def _prepare_view(spec):
+    """A view whose output shape the plan knows (Reshape, ExpandDims): one reshape."""
+    dims, out = spec.shape(0), spec.output_shape()
+    if dims is None or out is None or math.prod(dims) != math.prod(out):
+        return None
+    return lambda ctx, x, _: x.reshape(out)
+
+
+Reshape.prepare("cpu")(_prepare_view)
+
+
 # -- Range -------------------------------------------------------------------------
 RANGE_TYPES = FLOAT_TYPES + (int8, int16, int32, int64, uint16, uint32)
 Range = register_op("Range", inputs=["start: Tidx", "limit: Tidx", "delta: Tidx"],
@@ -479,6 +490,9 @@ def _expand_dims(ctx, x, dim):
         raise InvalidArgumentError(f"'dim' must be a tensor with a single value, got {dim.tolist()}")
     axis = _check_axis(int(dim.reshape(-1)[0]), x.ndim + 1, "Tried to expand dim index")
     return ctx.xp.expand_dims(x, axis)
+
+
+ExpandDims.prepare("cpu")(_prepare_view)
 
 
 Squeeze = register_op("Squeeze", inputs=["input: T"], outputs=["output: T"],

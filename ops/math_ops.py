@@ -67,6 +67,17 @@ def _binary(name: str, fn, types, doc: str, out: str = "T", aliases=()):
             return _fn(x, y)  # numpy ufuncs dispatch to cupy for device arrays
         except ValueError:  # numpy's (and cupy's) word for shapes that do not broadcast
             raise incompatible_shapes(x, y) from None
+
+    @op.prepare("cpu")
+    def _prepare(spec, _fn=fn):
+        """Static shapes (which the shape rule found to broadcast): the ufunc alone."""
+        a, b, out = spec.shape(0), spec.shape(1), spec.output_shape()
+        if a is None or b is None or out is None or spec.dtype(0).kind == "O":
+            return None
+        if a != b or math.prod(a) < MIN_OUT_ELEMENTS:
+            return lambda ctx, x, y: _fn(x, y)
+        dtype = out_dtype or spec.dtype(0)
+        return lambda ctx, x, y: _fn(x, y, out=ctx.empty(a, dtype))
     return op
 
 

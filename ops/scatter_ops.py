@@ -447,6 +447,92 @@ def _scatter_nd_on(ctx, indices, updates, shape, on_gpu: bool):
                     (shape.shape,))
 
 
+# -- lean kernels: what a plan knows before it runs (OpDef.prepare) ----------------------------
+def _static_layout(dims, index_shape, update_shape, dtype: np.dtype, op: str):
+    """``(depth, rows shape, slice size)`` of a scatter whose static shapes pass every
+    shape check, with a non-empty output and update, that the compiled loops do; else
+    None (the full kernel then checks and reports as it always did)."""
+    if dims is None or index_shape is None or update_shape is None or not index_shape:
+        return None
+    depth, outer = index_shape[-1], index_shape[:-1]
+    if not 1 <= depth <= min(len(dims), MAX_INDEX_DEPTH) or min(dims, default=1) < 0:
+        return None
+    if math.prod(dims) == 0 or math.prod(outer) == 0 or not update_shape \
+            or tuple(update_shape) != tuple(outer) + tuple(dims[depth:]) \
+            or not scatter_loops.can_combine(op, dtype):
+        return None
+    slice_size = math.prod(dims[depth:])
+    return depth, (math.prod(outer), slice_size), slice_size
+
+
+def _locator(spec, i: int, dims: tuple, attrs) -> Callable | None:
+    """``locate(indices) -> int64 offsets into dims``, None for an index out of bounds.
+    Constant indices are located once, here (None when one is out of bounds: the full
+    kernel reports it); fed ones are checked on every call, before any write."""
+    if attrs.get("bad_indices_policy", "") == "IGNORE" or any(d > _INT64_MAX for d in dims):
+        return None
+    depth = len(dims)
+    constant = spec.value(i)
+    if constant is not None:
+        offsets, last_bad = scatter_loops.linear_offsets(constant.reshape(-1, depth), dims)
+        if last_bad >= 0:
+            return None
+        offsets.flags.writeable = False
+        return lambda indices: offsets
+    dtype = spec.dtype(i)
+    if depth > 1:
+        def locate_tuples(indices):
+            offsets, last_bad = scatter_loops.linear_offsets(indices.reshape(-1, depth), dims)
+            return None if last_bad >= 0 else offsets
+        return locate_tuples
+    unsigned, bound = np.dtype(f"u{dtype.itemsize}"), dims[0]
+    if bound > np.iinfo(unsigned).max:
+        return None
+
+    def locate_column(indices):
+        # seen as unsigned, a negative index is huge: one max checks both bounds
+        flat = indices.reshape(-1)
+        if flat.size and int(flat.view(unsigned).max()) >= bound:
+            return None
+        return flat.astype(np.int64)
+    return locate_column
+
+
+_INT64_MAX = 2 ** 63 - 1
+
+
+@ScatterNd.prepare("cpu")
+def _prepare_scatter_nd(spec):
+    shape = spec.value(2)
+    if shape is None or shape.ndim != 1:
+        return None
+    dims = tuple(int(d) for d in shape.tolist())
+    dtype = spec.dtype(1)
+    layout = _static_layout(dims, spec.shape(0), spec.shape(1), dtype, "add")
+    locate = layout and _locator(spec, 0, dims[:layout[0]], spec.attrs)
+    if locate is None or dtype == object or _too_big(spec.ctx, dims, dtype):
+        return None
+    rows_shape, slice_size = layout[1:]
+
+    def lean(ctx, indices, updates, shape_):
+        offsets = locate(indices)
+        if offsets is None:
+            return _scatter_nd(ctx, indices, updates, shape_)
+        out = ctx.zeros(dims, dtype)
+        scatter_loops.scatter(out.reshape(-1, slice_size), offsets,
+                              updates.reshape(rows_shape), "add")
+        return out
+    return lean
+
+
+def _too_big(ctx, dims, dtype) -> bool:
+    try:
+        ctx.check_allocation(math.prod(dims), dtype)
+    except Exception:  # noqa: BLE001 - the full kernel raises it, in its words
+        return True
+    return False
+
+
 # -- TensorScatterUpdate / Add / Sub / Min / Max ---------------------------------------------------
 def _tensor_scatter_op(name: str, op: str, kernel_types: tuple, index_types: tuple, doc: str):
     """Declare one TensorScatter* op: the shared signature, shape rule and kernel."""
@@ -486,6 +572,28 @@ def _tensor_scatter_op(name: str, op: str, kernel_types: tuple, index_types: tup
                        Tindices=KERNEL_INDEX_TYPES)
     def _gpu_kernel(ctx, tensor, indices, updates):
         return run(ctx, tensor, indices, updates, on_gpu=True)
+
+    @definition.prepare("cpu")
+    def _prepare(spec):
+        """Static shapes that pass the checks: the lean kernel only locates and writes."""
+        dims, index_shape, update_shape = spec.shape(0), spec.shape(1), spec.shape(2)
+        layout = _static_layout(dims, index_shape, update_shape, spec.dtype(0), op)
+        locate = layout and _locator(spec, 1, dims[:layout[0]], spec.attrs)
+        if locate is None:
+            return None
+        rows_shape, slice_size = layout[1:]
+
+        def lean(ctx, tensor, indices, updates):
+            offsets = locate(indices)
+            if offsets is None:  # a bad index: the full kernel reports (or skips) it
+                return _kernel(ctx, tensor, indices, updates)
+            out = ctx.forward_or_copy(0, tensor)
+            if not out.flags.c_contiguous:
+                out = np.ascontiguousarray(out)
+            scatter_loops.scatter(out.reshape(-1, slice_size), offsets,
+                                  updates.reshape(rows_shape), op)
+            return out
+        return lean
 
     return definition
 
@@ -665,6 +773,40 @@ def _gather_nd_on(ctx, params, indices, on_gpu: bool):
     out_shape = params.shape[:b] + tuples.shape[1:-1] + params.shape[depth:] \
         if depth <= params.ndim else None
     return gather_nd(ctx, params, tuples, policy, out_shape, on_gpu)
+
+
+@GatherNd.prepare("cpu")
+def _prepare_gather_nd(spec):
+    """Static shapes (batch_dims 0): the lean kernel locates and takes, nothing else."""
+    params_shape, index_shape = spec.shape(0), spec.shape(1)
+    dtype = spec.dtype(0)
+    if spec.attrs["batch_dims"] or params_shape is None or index_shape is None \
+            or not index_shape or dtype == object:
+        return None
+    depth = index_shape[-1]
+    num_tuples, size = math.prod(index_shape[:-1]), math.prod(params_shape)
+    if not 1 <= depth <= min(len(params_shape), MAX_INDEX_DEPTH) or num_tuples == 0 \
+            or size == 0 or size > np.iinfo(spec.dtype(1)).max \
+            or num_tuples > np.iinfo(np.int32).max:
+        return None
+    out_shape = tuple(index_shape[:-1]) + tuple(params_shape[depth:])
+    locate = _locator(spec, 1, tuple(params_shape[:depth]), spec.attrs)
+    if locate is None or _too_big(spec.ctx, out_shape, dtype):
+        return None
+    slice_size = math.prod(params_shape[depth:])
+    rows = (num_tuples, slice_size) if slice_size > 1 else (num_tuples,)
+    source_shape = (-1, slice_size) if slice_size > 1 else (-1,)
+
+    def lean(ctx, params, indices):
+        offsets = locate(indices)
+        if offsets is None:
+            return _gather_nd(ctx, params, indices)
+        out = ctx.empty(out_shape, dtype)
+        # every offset is valid: "clip" skips numpy's own check
+        np.take(params.reshape(source_shape), offsets, axis=0, out=out.reshape(rows),
+                mode="clip")
+        return out
+    return lean
 
 
 # -- gradients -----------------------------------------------------------------------------------

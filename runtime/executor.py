@@ -76,7 +76,9 @@ class Plan:
         self.placement = place(ops, devices, soft_placement=config.allow_soft_placement,
                                log_placement=config.log_device_placement)
         layout = passes.locate(ops, self.placement, list(ir.feeds), fetches, ir.subst, devices)
-        layout, self.preloaded = passes.preload_constants(layout)
+        self.preloaded: dict = {}
+        if config.optimize:  # optimize=False runs (and traces) every node as written
+            layout, self.preloaded = passes.preload_constants(layout)
         live = passes.liveness(layout)
         self.buffers = BufferPool()
         passes.attach_contexts(layout, live, config, forward_counter, self.buffers, resources)
@@ -89,7 +91,8 @@ class Plan:
         self.fetch_devices = layout.fetch_devices
         self.pinned = live.pinned
         self.use_counts = live.use_counts
-        self.heavy = passes.heavy_steps(self.steps, HEAVY_ELEMENTS)
+        self.heavy = passes.heavy_steps(self.steps, HEAVY_ELEMENTS, {
+            slot: f.shape.num_elements() for slot, f in zip(self.feed_slots, ir.feeds)})
         self.parallel = config.inter_op_threads > 1 and passes.worth_parallel(
             self.steps, self.heavy)
         self._initial = [None] * self.num_slots
@@ -235,7 +238,11 @@ class Plan:
                         k = heapq.heappop(ready)
                         if k >= limit[0]:
                             continue
-                        if heavy[k]:
+                        hop = heavy[k]
+                        if hop is None:  # decided by the sizes this run sees
+                            hop = any(getattr(slots[i], "size", 0) >= HEAVY_ELEMENTS
+                                      for i in steps[k].flat_inputs)
+                        if hop:
                             in_flight += 1
                             pool.submit(work, k)
                             continue
@@ -265,9 +272,13 @@ class Plan:
         if errors:
             k = min(errors)
             err = errors[k]
-            if isinstance(err, (KeyboardInterrupt, SystemExit)):
-                raise err
-            raise _node_error(steps[k], err) from err
+            errors.clear()  # no cycle (this frame -> errors -> traceback -> this frame)
+            try:
+                if isinstance(err, (KeyboardInterrupt, SystemExit)):
+                    raise err
+                raise _node_error(steps[k], err) from err
+            finally:
+                del err
 
 
 #: What a parallel step reports when it was not started because an earlier step failed.

@@ -121,7 +121,8 @@ def locate(ops: Sequence[Operation], placement: dict[Operation, Device],
                 inputs.append(slot_on(subst.get(arg, arg), device))
         outputs = [junk if o in fed else slot_of[o] for o in op.outputs]
         steps.append(KernelStep(device, inputs, outputs, label=op.name, op=op,
-                                fresh=op.op_def.fresh_outputs))
+                                fresh=op.op_def.fresh_outputs,
+                                values=[subst.get(o, o) for o in op.inputs]))
 
     fetch_slots: list[int | None] = []
     fetch_devices: list[Device] = []
@@ -214,36 +215,43 @@ def schedule(steps: Sequence[Step]) -> Schedule:
     return Schedule([len(d) for d in deps], dependents)
 
 
-def heavy_steps(steps: Sequence[Step], heavy_elements: int) -> list[bool]:
-    """Per step: whether it is worth a thread hop, from the static sizes of its outputs
-    and inputs (a shape-specialized plan knows them; an unknown size counts as small:
-    such a step runs inline, as TensorFlow runs inexpensive kernels)."""
-    size_of: dict[int, int] = {}
+def heavy_steps(steps: Sequence[Step], heavy_elements: int,
+                feed_sizes: dict[int, int | None] | None = None) -> list[bool | None]:
+    """Per step: whether it is worth a thread hop, from the static sizes of its inputs
+    and outputs (``feed_sizes``: feed slot -> elements); None where a size is unknown
+    (the executor then decides from the sizes it sees). A shape-specialized plan knows
+    them all."""
+    size_of: dict[int, int | None] = dict(feed_sizes or {})
     for s in steps:
         if isinstance(s, KernelStep):
             for slot, o in zip(s.outputs, s.op.outputs):
-                size_of[slot] = o.shape.num_elements() or 0
-    flags = []
+                size_of[slot] = o.shape.num_elements()
+        else:
+            for i, o in zip(s.flat_inputs, s.outputs):
+                size_of[o] = size_of.get(i)
+    flags: list[bool | None] = []
     for s in steps:
         if not isinstance(s, KernelStep):
             flags.append(False)
             continue
-        largest = max([size_of.get(i, 0) for i in s.flat_inputs]
-                      + [size_of.get(o, 0) for o in s.outputs], default=0)
-        flags.append(largest >= heavy_elements)
+        sizes = [size_of.get(i) for i in s.flat_inputs] + [size_of.get(o) for o in s.outputs]
+        if any(n is not None and n >= heavy_elements for n in sizes):
+            flags.append(True)
+        else:
+            flags.append(None if None in sizes else False)
     return flags
 
 
-def worth_parallel(steps: Sequence[Step], heavy: Sequence[bool]) -> bool:
-    """True when at least two heavy kernel steps could run at the same time (at the
-    same depth of the dependency graph)."""
+def worth_parallel(steps: Sequence[Step], heavy: Sequence[bool | None]) -> bool:
+    """True when at least two heavy (or maybe heavy) kernel steps could run at the same
+    time (at the same depth of the dependency graph)."""
     depth: dict[int, int] = {}
     heavy_at: dict[int, int] = {}
     for s, is_heavy in zip(steps, heavy):
         d = 1 + max((depth.get(i, 0) for i in s.flat_inputs), default=0)
         for o in s.outputs:
             depth[o] = d
-        if is_heavy:
+        if is_heavy is not False:
             heavy_at[d] = heavy_at.get(d, 0) + 1
             if heavy_at[d] >= 2:
                 return True

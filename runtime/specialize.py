@@ -53,8 +53,8 @@ def specialize(ir: PlanIR, shapes: Sequence[tuple]) -> PlanIR | None:
         op = clone_of.get(feed.op) or _clone(feed.op, feed.op.inputs, feed.op.control_inputs,
                                              [o.shape for o in feed.op.outputs])
         clone_of[feed.op] = op
-        op.outputs = tuple(Output(op, o.index, o.dtype, refined if o is feed else o.shape)
-                           for o in op.outputs)
+        op.outputs = tuple(Output(op, o.index, o.dtype, refined if o.index == feed.index
+                                  else o.shape) for o in op.outputs)
         feeds[k] = op.outputs[feed.index]
         subst[feed] = feeds[k]
     fed = set(ir.feeds)

@@ -15,7 +15,7 @@ import numpy as np
 
 from graphflow.errors import InternalError
 from graphflow.graph import Operation
-from graphflow.kernel_context import KernelContext
+from graphflow.kernel_context import KernelContext, KernelSpec
 from graphflow.memory_limit import limit_outputs
 
 from .device import Device
@@ -52,13 +52,22 @@ class KernelStep(Step):
     """One kernel call of ``op``."""
 
     ctx: KernelContext | None = None
+    values: list = field(default_factory=list)  # the flat inputs, as the plan wires them
 
     def kernel(self) -> Callable:
-        """The kernel function as this step calls it: bound to its device, a user op's
-        kernel checked (:func:`checked_kernel`), and held to the memory limit
+        """The kernel function as this step calls it: the op's lean kernel when its
+        ``prepare`` gives one for what the plan knows (static shapes, constants), else
+        the registered kernel; bound to its device, a user op's kernel checked
+        (:func:`checked_kernel`), and held to the memory limit
         (graphflow/memory_limit.py). Needs the step's context."""
         op = self.op
-        fn = op.op_def.find_kernel(self.device.device_type, dict(op.attrs)).fn
+        device_type = self.device.device_type
+        fn = op.op_def.find_kernel(device_type, dict(op.attrs)).fn
+        prepare = op.op_def.preparers.get(device_type)
+        if prepare is not None and self.ctx is not None:
+            lean = prepare(KernelSpec(self.ctx, self.values, op.outputs))
+            if lean is not None:
+                fn = lean
         return limit_outputs(self.device.bind(checked_kernel(fn, op, self.device)), op, self.ctx)
 
     def compile(self, release: Sequence[int], release_fn) -> Callable:

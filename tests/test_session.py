@@ -255,7 +255,7 @@ def test_values_are_freed_after_last_use(scope):
     c = scope.add(b, 1.0)
     with gf.Session(scope.graph, gf.SessionConfig(inter_op_threads=1)) as sess:
         plan = sess._plan([c], [])
-        slots = [None] * plan.num_slots
+        slots = list(plan._initial)  # constants are in their slots when a run starts
         for step in plan.steps:
             step.run(slots)
         live = [s for s in slots if s is not None]
