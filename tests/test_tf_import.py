@@ -195,6 +195,51 @@ def test_nested_functions_with_two_results_are_inlined():
     assert g.operation("Identity_1").inputs[0].op.name == "PartitionedCall/Identity_1"
 
 
+def _function_graph_def():
+    full = tp.protos("tensorboard")
+    return full.GraphDef.FromString(open(os.path.join(FIXTURES, "function.pb"), "rb").read())
+
+
+@pytest.mark.parametrize("call", ["StatefulPartitionedCall", "by name"])
+def test_other_call_forms(call):
+    """StatefulPartitionedCall, and the function's name as the op (TF 1.x's Defun)."""
+    if not _full_schema():
+        pytest.skip("the function library needs tensorboard's protos")
+    graph_def = _function_graph_def()
+    node = next(n for n in graph_def.node if n.op == "PartitionedCall")
+    if call == "by name":
+        node.op = node.attr["f"].func.name
+        for key in list(node.attr):
+            del node.attr[key]
+    else:
+        node.op = call
+    g = gf.import_tf_graph(graph_def)
+    _run_fixture(g, "function")
+    assert g.operation(node.name).type == "Identity"
+
+
+def test_recursive_function_is_refused():
+    if not _full_schema():
+        pytest.skip("the function library needs tensorboard's protos")
+    graph_def = _function_graph_def()
+    function = graph_def.library.function[0]
+    body = next(n for n in function.node_def if n.op == "Mul")
+    body.op = function.signature.name  # the function calls itself
+    for key in list(body.attr):
+        del body.attr[key]
+    with pytest.raises(UnimplementedError, match="calls itself"):
+        gf.import_tf_graph(graph_def)
+
+
+def test_make_callable_with_tf_names():
+    feeds, fetches, _ = _expected("frozen")
+    g = gf.import_tf_graph(os.path.join(FIXTURES, "frozen.pb"))
+    with gf.Session(g) as sess:
+        run = sess.make_callable(["out:0", "score:0"], feed_list=["ids:0"])
+        for got, (name, want) in zip(run(feeds["ids:0"]), fetches.items()):
+            _same(got, want, name)
+
+
 @pytest.mark.parametrize("name,what", [("function", "PartitionedCall|library"),
                                        ("consts_uint", "uint32_val")])
 @pytest.mark.parametrize("as_text", [False, True], ids=["binary", "text"])
