@@ -327,7 +327,7 @@ def test_the_tables_match_tensorflows_op_defs(tf):
 
     for name in sorted(tf_export.SAME_AS_TF | tf_export.RESOURCE_OPS):
         ours, theirs = gf.op_def(name), op_def_registry.get(name)
-        attrs = set(ours.attrs) - set(tf_export._DROPPED.get(name, ()))
+        attrs = set(ours.attrs) - set(tf_export.DROPPED.get(name, ()))
         if name in tf_export.RESOURCE_OPS:
             attrs = attrs - {"dtype"} | {"T"}
         attrs |= set(tf_export.TF_DEFAULTS.get(name, {}))

@@ -4,6 +4,7 @@
   full schema) and conversions between them and graphflow dtypes, shapes, arrays, attrs.
 - ``tf_import``: ``gf.import_tf_graph`` — a TensorFlow GraphDef as a gf.Graph.
 - ``tf_export``: ``gf.export_tf_graph`` — a gf.Graph as a TensorFlow GraphDef.
+- ``tf_lowering``: how each graphflow op is written as TensorFlow nodes (tables, lowerings).
 - ``onnx_export``: ``gf.export_onnx`` — an inference graph as an ONNX model;
   ``onnx_lowering``: each op's ONNX lowering, TensorFlow's semantics kept.
 
