@@ -23,7 +23,7 @@ from ..errors import InvalidArgumentError, UnimplementedError
 from ..graph import Graph, Operation, Output
 from ..shapes import TensorShape
 from . import tf_proto
-from .tf_lowering import (DROPPED, LOWERINGS, RESOURCE_OPS, SAME_AS_TF, TF_DEFAULTS, _kinded,
+from .tf_lowering import (DROPPED, LOWERINGS, RESOURCE_OPS, SAME_AS_TF, TF_DEFAULTS, kinded_attrs,
                           has_tf_counterpart, tf_form)
 
 #: GraphDef.versions.producer of the graphs TensorFlow 2.21 writes.
@@ -119,7 +119,7 @@ class _Writer:
             if refs is None:
                 refs = self.write_as_is(op, *tf_form(op))
         else:
-            refs = self.write_as_is(op, op.type, _kinded(op))
+            refs = self.write_as_is(op, op.type, kinded_attrs(op))
         for output, r in zip(op.outputs, refs):
             self.refs[output] = r
 

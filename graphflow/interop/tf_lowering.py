@@ -65,7 +65,7 @@ TF_DEFAULTS: Mapping[str, Mapping[str, tuple[str, Any]]] = {
 DROPPED = {"GatherNd": ("batch_dims",)}
 
 
-def _kinded(op: Operation) -> dict[str, tuple[str, Any]]:
+def kinded_attrs(op: Operation) -> dict[str, tuple[str, Any]]:
     """``op``'s attrs as {name: (kind, value)}."""
     return {k: (op.op_def.attrs[k].kind if k in op.op_def.attrs else "string", v)
             for k, v in op.attrs.items()}
@@ -74,7 +74,7 @@ def _kinded(op: Operation) -> dict[str, tuple[str, Any]]:
 def tf_form(op: Operation) -> tuple[str, dict]:
     """The TF op type and attrs ({name: (kind, value)}) of ``op`` written as one node:
     TF's names, TF's values for the attrs graphflow lacks."""
-    attrs = _kinded(op)
+    attrs = kinded_attrs(op)
     if op.type in RESOURCE_OPS:
         attrs["T"] = attrs.pop("dtype")
     if op.type == "VarHandleOp":  # TF 1.x names a graph's variable after its handle node
