@@ -25,6 +25,7 @@ import numpy as np
 from graphflow.dtypes import (DType, bool_ as _BOOL, float32, int8, int16, int32 as _INT32,
                               int64, uint8, uint16, uint32, uint64)
 from graphflow.graph import Operation, Output
+from graphflow.inference import constant_value
 
 #: op type -> lowering(em, op, inputs) -> ONNX value names of the op's outputs
 LOWERINGS: dict[str, Callable[["Emitter", Operation, list], list]] = {}
@@ -130,15 +131,19 @@ class Emitter:
             key = (array.dtype.str, array.shape, array.tobytes())
             if key in self._consts:
                 return self._consts[key]
-        name = self.unique(f"{self._op.name}/const" if self._op else "const")
-        if array.dtype == object:  # strings
+        name = self.initializer(self.unique(f"{self._op.name}/const"), array)
+        if key is not None:
+            self._consts[key] = name
+        return name
+
+    def initializer(self, name: str, array: np.ndarray) -> str:
+        """An initializer called ``name`` holding ``array`` (strings as bytes)."""
+        if array.dtype == object:
             tensor = self.h.make_tensor(name, self.onnx.TensorProto.STRING, array.shape,
                                         [bytes(v) for v in array.reshape(-1)])
         else:
             tensor = self.onnx.numpy_helper.from_array(np.array(array, order="C"), name)
         self.initializers.append(tensor)
-        if key is not None:
-            self._consts[key] = name
         return name
 
     def scalar(self, dtype: DType, value: Any) -> str:
@@ -294,15 +299,7 @@ def _check_const(op: Operation, opset: int) -> str | None:
 
 @lowering("Const")
 def _const(em: Emitter, op: Operation, ins: list) -> list:
-    value = np.asarray(op.attrs["value"])
-    name = em.unique(op.outputs[0].name)
-    if value.dtype == object:
-        tensor = em.h.make_tensor(name, em.onnx.TensorProto.STRING, value.shape,
-                                  [bytes(v) for v in value.reshape(-1)])
-    else:
-        tensor = em.onnx.numpy_helper.from_array(np.array(value, order="C"), name)
-    em.initializers.append(tensor)
-    return [name]
+    return [em.initializer(em.unique(op.outputs[0].name), np.asarray(op.attrs["value"]))]
 
 
 @lowering("Shape", "Size")
@@ -346,7 +343,6 @@ def _zeros_ones_like(em: Emitter, op: Operation, ins: list) -> list:
 
 
 def _constant_int(op: Operation, index: int) -> int | None:
-    from graphflow.inference import constant_value
     value = constant_value(op.inputs[index])
     return None if value is None or np.ndim(value) > 1 or np.size(value) != 1 \
         else int(np.ravel(value)[0])
@@ -431,7 +427,6 @@ def _tile(em: Emitter, op: Operation, ins: list) -> list:
 
 
 def _constant_ints(op: Operation, index: int) -> list[int] | None:
-    from graphflow.inference import constant_value
     value = constant_value(op.inputs[index])
     return None if value is None or np.ndim(value) != 1 else [int(v) for v in value]
 
