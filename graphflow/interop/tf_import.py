@@ -433,10 +433,30 @@ def _expect(n: _Node, key: str, kind: str, got: tuple[str, Any]) -> Any:
                  f"attr '{key}'", n.name, n.op)
 
 
-def _build_node(graph: Graph, n: _Node, op_def: OpDef, built: dict[str, Operation],
-                input_map: dict[tuple[str, int], Any], mapped: dict[str, Output]) -> Operation:
-    from ..scope import Scope
+class _Scopes:
+    """The new graph's root scope on each device string of the GraphDef, made once."""
 
+    def __init__(self, graph: Graph):
+        from ..scope import Scope
+
+        self.root = Scope(graph)
+        self.graph = graph
+        self._on: dict[str, Any] = {}
+
+    def on(self, n: _Node) -> Any:
+        scope = self._on.get(n.device)
+        if scope is None:
+            try:
+                device = canonical_device(n.device)
+            except OpError as e:
+                raise _error(f"device {n.device!r}: {e.message}", n.name, n.op) from None
+            scope = self._on[n.device] = self.root.with_device(device)
+        return scope
+
+
+def _build_node(scopes: _Scopes, n: _Node, op_def: OpDef, built: dict[str, Operation],
+                input_map: dict[tuple[str, int], Any], mapped: dict[str, Output]) -> Operation:
+    graph = scopes.graph
     flat = []
     for j, (src, ref) in enumerate(n.inputs):
         flat.append(_output(graph, n, j, built[src], ref, input_map, mapped))
@@ -476,12 +496,9 @@ def _build_node(graph: Graph, n: _Node, op_def: OpDef, built: dict[str, Operatio
         value = _expect(n, key, spec.kind, got)
         if key in op_def.user_attrs:
             kwargs[key] = value
-    try:
-        device = canonical_device(n.device)
-    except OpError as e:
-        raise _error(f"device {n.device!r}: {e.message}", n.name, n.op) from None
-    scope = Scope(graph).with_device(device).with_control_dependencies(
-        built[c] for c in n.controls)
+    scope = scopes.on(n)
+    if n.controls:
+        scope = scope.with_control_dependencies(built[c] for c in n.controls)
     try:
         op = create_operation(scope, op_def, tuple(args), kwargs, name=n.name)
     except OpError as e:
@@ -603,11 +620,12 @@ def import_tf_graph(source: Any, input_map: Mapping[str, Any] | None = None) -> 
                                    f"GraphDef: {', '.join(unknown)}")
     order = _topological(nodes, by_name)
     graph = Graph()
+    scopes = _Scopes(graph)
     built: dict[str, Operation] = {}
     mapped: dict[str, Output] = {}
     for n in order:
         op_def = planner.ops.get(n.op) or planner.ops[OP_ALIASES[n.op]]
-        built[n.name] = _build_node(graph, n, op_def, built, mapping, mapped)
+        built[n.name] = _build_node(scopes, n, op_def, built, mapping, mapped)
     for name, index in mapping:
         if index >= len(built[name].outputs):
             raise InvalidArgumentError(f"input_map names '{name}:{index}', but '{name}' has "
