@@ -460,15 +460,15 @@ def _build_node(scopes: _Scopes, n: _Node, op_def: OpDef, built: dict[str, Opera
     flat = []
     for j, (src, ref) in enumerate(n.inputs):
         flat.append(_output(graph, n, j, built[src], ref, input_map, mapped))
-    # group list inputs by their length attrs (N)
+    # group list inputs by their length attrs (N); without N, the lists share what the
+    # single inputs leave (TF always writes N; a hand-written GraphDef may not)
     lengths = {}
-    for spec in op_def.inputs:
-        if spec.is_list:
-            if spec.number_attr in n.attrs:
-                lengths[spec.number_attr] = _expect(n, spec.number_attr, "int",
-                                                    n.attrs[spec.number_attr])
-            else:  # the one list input takes what the others leave
-                lengths[spec.number_attr] = len(flat) - (len(op_def.inputs) - 1)
+    lists = [s.number_attr for s in op_def.inputs if s.is_list]
+    for attr in set(lists):
+        if attr in n.attrs:
+            lengths[attr] = _expect(n, attr, "int", n.attrs[attr])
+        else:
+            lengths[attr] = (len(flat) - (len(op_def.inputs) - len(lists))) // len(lists)
     expected = sum(lengths[s.number_attr] if s.is_list else 1 for s in op_def.inputs)
     if expected != len(flat):
         raise _error(f"op {n.op} takes {expected} inputs "
