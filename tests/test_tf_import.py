@@ -329,6 +329,19 @@ BAD = {
 }
 
 
+def test_list_inputs_without_their_length_attr():
+    """A hand-written DynamicStitch without N: its inputs split between its two lists."""
+    indices, data = [np.int32([0, 2]), np.int32([1, 2])], [np.float32([1, 3]), np.float32([2, 4])]
+    gd = _graph_def(*[_const(f"i{k}", v) for k, v in enumerate(indices)],
+                    *[_const(f"d{k}", v) for k, v in enumerate(data)],
+                    ("s", "DynamicStitch", ["i0", "i1", "d0", "d1"], {}))
+    want = np.zeros(3, np.float32)
+    for i, d in zip(indices, data):  # later lists win
+        want[i] = d
+    with gf.Session(gf.import_tf_graph(gd)) as sess:
+        _same(sess.run("s:0"), want, "DynamicStitch without N")
+
+
 def test_dtypes_graphflow_lacks_and_unknown_ops_attrs():
     ps = tp.protos()
     gd = _graph_def(("r", "Placeholder", [], {}))
