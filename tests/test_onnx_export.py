@@ -197,6 +197,23 @@ def test_gather_nd_ignore_gives_zeros_for_bad_tuples(scope, tmp_path, dtype, bat
           [ref_gather_nd(params, indices, batch_dims, "IGNORE")])
 
 
+def test_integer_overflow_wraps_as_in_tensorflow(scope, tmp_path):
+    """Scatter sums and AddN wrap around (and int64 stays exact past 2**53) in every
+    backend, as TensorFlow's kernels."""
+    t, i, u = (scope.placeholder(d) for d in (gf.int32, gf.int32, gf.int32))
+    t64, u64 = scope.placeholder(gf.int64), scope.placeholder(gf.int64)
+    outs = [scope.tensor_scatter_add(t, i, u), scope.scatter_nd(i, u, [2]),
+            scope.tensor_scatter_add(t64, i, u64), scope.add_n([t, t, t])]
+    feeds = {t: np.array([2**31 - 5, 0], np.int32), i: np.array([[0], [0], [1]], np.int32),
+             u: np.array([3, 4, -2**31], np.int32), t64: np.array([2**60 + 1, 0], np.int64),
+             u64: np.array([3, 2**62, 7], np.int64)}
+    with np.errstate(over="ignore"):
+        expected = [ref_scatter(feeds[t], feeds[i], feeds[u], "add"),
+                    ref_scatter_nd(feeds[i], feeds[u], (2,)),
+                    ref_scatter(feeds[t64], feeds[i], feeds[u64], "add"), feeds[t] * 3]
+    check(scope.graph, feeds, outs, tmp_path, expected)
+
+
 @pytest.mark.parametrize("op_type", ["TensorScatterMin", "TensorScatterMax"])
 def test_scatter_min_max_nan_update_never_wins(scope, tmp_path, op_type):
     tensor = np.array([1.0, 2.0, np.nan, 4.0], np.float32)
