@@ -383,6 +383,34 @@ def test_not_a_graph_def(data, message):
         gf.import_tf_graph(data)
 
 
+def test_mutated_bytes_import_or_fail_cleanly():
+    """Random byte edits of the fixtures: each either imports or is refused with graphflow's
+    errors (never a KeyError, IndexError... from half-read input)."""
+    from graphflow.errors import ResourceExhaustedError
+
+    rng = np.random.default_rng(24)
+    sources = [open(os.path.join(FIXTURES, FILES[n]), "rb").read()
+               for n in ("frozen", "scatter_v1", "consts", "variables_v1")]
+    refused = 0
+    for trial in range(120):
+        data = bytearray(sources[trial % len(sources)])
+        for _ in range(int(rng.integers(1, 4))):
+            at = int(rng.integers(0, len(data)))
+            edit = int(rng.integers(0, 3))
+            if edit == 0:
+                data[at] = int(rng.integers(0, 256))
+            elif edit == 1:
+                del data[at:at + int(rng.integers(1, 8))]
+            else:
+                data[at:at] = bytes(rng.integers(0, 256, int(rng.integers(1, 5)), dtype=np.uint8))
+        try:
+            gf.import_tf_graph(bytes(data))
+        except (InvalidArgumentError, UnimplementedError, ResourceExhaustedError) as e:
+            refused += 1
+            assert "GraphDef" in str(e) or e.node_name is not None
+    assert refused > 60
+
+
 def test_bad_text_and_wrong_types(tmp_path):
     bad = tmp_path / "bad.pbtxt"
     bad.write_text('node { name: "a" op: "Const" attr { key: "value" value { tenso')
