@@ -18,7 +18,18 @@ times, in one round-robin (interleaved samples, medians):
   by a local Session in this process.
 
 Overhead per run = the 1-stage run minus the same graph run locally; per stage = the
-ping-pong slope. Needs the `distributed` extra.
+ping-pong slope. Then, outside the round robin:
+
+- isolation: 4 threads each running the sharded lookup + sparse update (both shards
+  written: the run takes its write locks by a chain of one lock task per task) on
+  one Session, wall time per run with the write locks and without them (the plan
+  made with ``plan._ISOLATE`` off: what runs cost before issue 28, when a failed
+  run's rollback could undo other runs' commits);
+- recovery: SIGKILL of worker 1, then the time until a run writing a variable on
+  task 1 succeeds again (the nanny starts a new worker; the run sees the restart as
+  one AbortedError, re-runs the initializer and the update).
+
+Needs the `distributed` extra.
 """
 from __future__ import annotations
 
@@ -118,9 +129,14 @@ def main(argv=None) -> dict:
                 sess.run(gf.global_variables_initializer(graph))
                 f = sess.make_callable(fetches, [feed])
                 fns[f"{what}, {where}"] = lambda f=f: f(ids)
+        g1, x1, y1 = _ping_pong(gf, 1)
+        by_run = session(g1, on_cluster)
+        fns["1 stage, cluster, sess.run"] = lambda: by_run.run(y1, {x1: small})
         times = round_robin_times(fns, repeats)
         probe = _ping_pong(gf, 4)
         stages_of = len(session(probe[0], on_cluster)._plan([probe[2]], [probe[1]]).stages)
+        isolation = _isolation_cost(gf, table, ids, on_cluster, 5 if args.quick else 15)
+        recovery = _recovery_time(gf, client, on_cluster)
         for sess in sessions:
             sess.close()
 
@@ -133,6 +149,8 @@ def main(argv=None) -> dict:
         "overhead_per_run_ms": (times["1 stage, cluster"] - times["1 stage, local Session"]) * 1e3,
         "overhead_per_stage_ms": slope * 1e3,
         "ping_pong_4_stages": stages_of,
+        "isolation_4_threads_ms_per_run": isolation,
+        "recovery_after_worker_kill_s": recovery,
         "lookup": {"rows": rows, "dim": dim, "batch": batch},
     }
     print(f"machine: {result['machine']}; table {rows}x{dim} float32 in 2 shards, "
@@ -143,9 +161,74 @@ def main(argv=None) -> dict:
     print(f"overhead per run: {result['overhead_per_run_ms']:.2f} ms "
           f"(1-stage cluster run - local run); per extra stage (one hop): "
           f"{result['overhead_per_stage_ms']:.2f} ms (slope over 1-8 stages)")
+    print(f"4 threads, sharded lookup + update, wall ms per run: with write locks "
+          f"{isolation['locked']:.1f}, without {isolation['unlocked']:.1f}")
+    print(f"recovery after SIGKILL of worker 1: {recovery['total']:.2f} s until a write on "
+          f"task 1 succeeds ({recovery['unavailable']:.2f} s until the cluster had it back)")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(result, indent=1))
     return result
+
+
+def _isolation_cost(gf, table, ids, config, runs: int) -> dict:
+    """Wall ms per run of 4 threads running the sharded step, with and without the
+    write locks (each on its own graph, alternated 3 times; medians)."""
+    import threading
+    import time
+
+    from graphflow.runtime.distributed import plan
+    samples: dict[str, list[float]] = {"locked": [], "unlocked": []}
+    for _ in range(3):
+        for name, isolate in (("locked", True), ("unlocked", False)):
+            graph, feed, fetches = _lookup_graph(
+                gf, table, ["/job:worker/task:0", "/job:worker/task:1"], True)
+            plan._ISOLATE = isolate
+            try:
+                with gf.Session(graph, config) as sess:
+                    sess.run(gf.global_variables_initializer(graph))
+                    step = sess.make_callable(fetches, [feed])  # its plan made here
+                    step(ids)
+                    threads = [threading.Thread(target=lambda: [step(ids) for _ in range(runs)])
+                               for _ in range(4)]
+                    start = time.perf_counter()
+                    for t in threads:
+                        t.start()
+                    for t in threads:
+                        t.join()
+                    samples[name].append((time.perf_counter() - start) * 1e3 / (4 * runs))
+            finally:
+                plan._ISOLATE = True
+    return {k: float(np.median(v)) for k, v in samples.items()}
+
+
+def _recovery_time(gf, client, config) -> dict:
+    """Seconds from SIGKILL of worker 1 until a write on task 1 succeeds again."""
+    import os
+    import signal
+    import time
+    scope = gf.Scope(gf.Graph())
+    v = scope.with_device("/job:worker/task:1").variable(np.zeros(4, np.float32), name="rec")
+    step = v.assign_add(np.ones(4, np.float32), read_value=False)
+    info = client.scheduler_info()["workers"]
+    address = next(a for a, i in info.items() if str(i["name"]) == "1")
+    pid = next(iter(client.run(os.getpid, workers=[address]).values()))
+    with gf.Session(scope.graph, config) as sess:
+        sess.run(v.initializer)
+        sess.run(step)
+        start = time.perf_counter()
+        os.kill(pid, signal.SIGKILL)
+        back = None
+        while time.perf_counter() - start < 120:
+            try:
+                sess.run(step)
+                break
+            except gf.errors.AbortedError:
+                back = back or time.perf_counter() - start
+                sess.run(v.initializer)
+            except gf.errors.UnavailableError:
+                time.sleep(0.01)
+        total = time.perf_counter() - start
+    return {"total": total, "unavailable": back if back is not None else total}
 
 
 if __name__ == "__main__":

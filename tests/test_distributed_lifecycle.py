@@ -70,3 +70,34 @@ def test_a_run_after_the_client_closed_is_a_failed_precondition(dask_client):
         with pytest.raises(FailedPreconditionError, match="client .* is closed"):
             sess.run(fetch)
     sess.close()
+
+
+def test_a_hung_worker_does_not_hold_runs_that_do_not_use_it(dask_client):
+    """Worker 1 stopped (SIGSTOP): a graph that grew is shipped without waiting for it
+    (register_plugin waited for every worker), and a new client's first run, which
+    reads the workers' incarnations, does not wait for it either."""
+    import os
+    import signal
+    info = dask_client.scheduler_info()["workers"]
+    second = next(a for a, i in info.items() if int(i["name"]) == 1)
+    pid = next(iter(dask_client.run(os.getpid, workers=[second]).values()))
+    scope = gf.Scope(gf.Graph()).with_sub_scope("hung")
+    v = scope.with_device(W0).variable(np.zeros(2, np.float32), name="v")
+    x = scope.placeholder(gf.float32, shape=[2], name="x")
+    warm = gf.Scope(gf.Graph()).with_device(W0).add(np.float32(1), np.float32(1))
+    with gf.Session(warm.graph, gf.SessionConfig(cluster=dask_client)) as sess:
+        sess.run(warm)  # the worker has imported what a stage needs
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        start = time.monotonic()
+        with distributed.Client(dask_client.scheduler.address, set_as_default=False) as other, \
+                gf.Session(scope.graph, gf.SessionConfig(cluster=other)) as sess:
+            sess.run(v.initializer)
+            for k in range(3):  # the graph grows: shipped again each run
+                y = scope.with_device(W0).add(v.read(), x, name=f"y{k}")
+                np.testing.assert_array_equal(sess.run(y, {x: np.full(2, k, np.float32)}),
+                                              np.full(2, k))
+            took = time.monotonic() - start
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert took < 5, took

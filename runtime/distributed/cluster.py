@@ -25,6 +25,7 @@ unregistered and the workers forget it.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import uuid
@@ -37,6 +38,7 @@ from graphflow.graph import Graph
 from .tasks import Task
 from .worker import CLIENT_TOKEN_CHARS
 
+_log = logging.getLogger(__name__)
 _NAMED_TASK = re.compile(r"([A-Za-z][A-Za-z0-9_]*):([0-9]{1,10})\Z")
 INSTALL_HINT = "pip install 'graphflow[distributed]'"
 
@@ -56,6 +58,11 @@ def require_client(cluster: Any):
         raise TypeError("SessionConfig.cluster must be a synchronous distributed.Client "
                         "(Session.run blocks): got one made with asynchronous=True")
     return cluster
+
+
+#: How long the client waits for a worker to say its incarnation (a hung worker is
+#: not waited for: its runs find out).
+INCARNATION_WAIT_S = 2.0
 
 
 def task_map(workers: dict[str, dict], known: Iterable = ()) -> dict[Task, str]:
@@ -119,6 +126,7 @@ class ClusterView:
         #: names this client on the workers: its Sessions' tokens start with it
         self.token = uuid.uuid4().hex[:CLIENT_TOKEN_CHARS]
         self._lease = None  # the future that tells workers this client lives
+        self._registering = False  # the orphan-journal plugin was sent
 
     # -- tasks --------------------------------------------------------------------------
     def tasks(self) -> dict[Task, str]:
@@ -181,17 +189,40 @@ class ClusterView:
                                    f"{describe(tasks)}")
         return tasks[task]
 
-    def incarnation(self, address: str) -> str | None:
+    def incarnation(self, address: str, ask: bool = True) -> str | None:
+        """The incarnation of the worker at ``address`` (with ``ask``, asked for if it
+        was not known: a worker that did not answer in time when the map was read)."""
         with self._lock:
-            return self._incarnations.get(address)
+            known = self._incarnations.get(address)
+        if known is None and ask:
+            known = self._read_incarnations([address]).get(address)
+            if known is not None:
+                with self._lock:
+                    self._incarnations[address] = known
+        return known
 
     def _read_incarnations(self, addresses: list[str]) -> dict[str, str]:
+        """Each worker's incarnation, asked of each apart: one that does not answer
+        within INCARNATION_WAIT_S (hung) is left out, not waited for."""
+        import asyncio
+
         from .worker import incarnation
+        client = self.client
+
+        async def one(address):
+            answer = await asyncio.wait_for(
+                client._run(incarnation, workers=[address], on_error="return"),
+                INCARNATION_WAIT_S)
+            return answer.get(address)
+
+        async def every():
+            return await asyncio.gather(*(one(a) for a in addresses), return_exceptions=True)
+
         try:
-            answers = self.client.run(incarnation, workers=addresses, on_error="return")
+            answers = client.sync(every)
         except Exception:  # noqa: BLE001 - a worker that cannot answer is checked per run
             return {}
-        return {a: i for a, i in answers.items() if isinstance(i, str)}
+        return {a: i for a, i in zip(addresses, answers) if isinstance(i, str)}
 
     # -- workers that leave ---------------------------------------------------------------
     def _watch(self, addresses) -> None:
@@ -230,25 +261,49 @@ class ClusterView:
     # -- graphs -----------------------------------------------------------------------------
     def ship(self, graph: Graph) -> tuple[str, int]:
         """Give every worker (and every worker that starts later) ``graph`` as it is now,
-        unless they have this version already: (the graph's id, its version)."""
+        unless they have this version already: (the graph's id, its version). Does not
+        wait for the workers (a hung one would hold every run; a worker whose stage
+        arrives first waits for the graph, WorkerState._graph_def)."""
         key, version = graph_id(graph), len(graph.operations())
         with self._lock:
             if self._graphs.get(key, -1) >= version:
                 return key, version
         text = json.dumps(graph.as_graph_def(), separators=(",", ":"))
         from .worker import GraphPlugin, OrphanJournals, lease, plugin_name
-        if not self._graphs:
-            self.client.register_plugin(OrphanJournals(), name="graphflow-orphan-journals")
         with self._lock:
+            first = not self._graphs and not self._registering
+            self._registering = True
             if self._lease is None:  # held as long as this view (and so its Client) lives
                 self._lease = self.client.submit(lease, key=f"graphflow-lease-{self.token}",
                                                  pure=False)
-        self.client.register_plugin(GraphPlugin(key, version, text), name=plugin_name(key))
+        if first:
+            self._register(OrphanJournals(), "graphflow-orphan-journals", None, 0)
+        self._register(GraphPlugin(key, version, text), plugin_name(key), key, version)
         with self._lock:
             if key not in self._graphs:
                 weakref.finalize(graph, _unship, weakref.ref(self), key, plugin_name(key))
             self._graphs[key] = max(version, self._graphs.get(key, -1))
         return key, version
+
+    def _register(self, plugin, name: str, key: str | None, version: int) -> None:
+        """Register ``plugin`` on the scheduler (which gives it to every worker) without
+        waiting for the workers; if that fails, the graph is shipped again next run."""
+        from distributed.protocol import dumps
+        dumps(plugin)  # an error here is the caller's, at once
+        client, view = self.client, weakref.ref(self)
+
+        async def register() -> None:
+            try:
+                await client._register_worker_plugin(plugin, name, idempotent=False)
+            except Exception as e:  # noqa: BLE001 - logged; the next run ships again
+                log = _log.warning if client.status == "running" else _log.debug
+                log("Shipping %s to the workers failed: %s: %s", name, type(e).__name__, e)
+                me = view()
+                if me is not None and key is not None:
+                    with me._lock:
+                        if me._graphs.get(key) == version:
+                            del me._graphs[key]
+        client.loop.add_callback(register)
 
 
 def _unship(view_ref, key: str, name: str) -> None:

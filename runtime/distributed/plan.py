@@ -145,7 +145,7 @@ class ClusterSession:
         found = []
         for task, before in sorted(self.seen.items()):
             address = tasks.get(task)
-            now = None if address is None else self.view.incarnation(address)
+            now = None if address is None else self.view.incarnation(address, ask=False)
             if before is None:
                 self.seen[task] = now
             elif now is not None and now != before:
@@ -211,7 +211,8 @@ class DistributedPlan:
             if s.writes:
                 written.setdefault(s.task, set()).update(s.written)
         #: per task the run writes on: the variables whose write locks it takes there
-        self.locks = {t: tuple(sorted(names)) for t, names in sorted(written.items())}
+        self.locks = {t: tuple(sorted(names)) for t, names in sorted(written.items())
+                      if _ISOLATE}
         for s in self.stages:
             layout, sources = self._arguments_of(s)
             self.arguments.append(layout)
@@ -494,6 +495,10 @@ class _Settled:
 
 
 _log = logging.getLogger(__name__)
+#: Whether runs take write locks (WorkerState.lock). Only benchmarks/distributed.py
+#: turns it off, for plans it makes then, to measure what isolation costs: without it
+#: a failed run's rollback can undo other runs' commits.
+_ISOLATE = True
 #: How often a waiting run looks at the workers that left (the events it listens to).
 _WATCH_S = 0.02
 #: How long a failed run waits for its rollbacks (a worker that hangs is left behind).

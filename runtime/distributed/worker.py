@@ -108,6 +108,7 @@ class WorkerState:
             if self._graph_texts.get(key, (-1, ""))[0] < version:
                 self._graph_texts[key] = (version, text)
                 self._graphs.pop(key, None)
+                self._lock.notify_all()  # a stage may be waiting for it
 
     def drop_graph(self, key: str) -> None:
         """Forget a graph whose client let it go, and its compiled stages."""
@@ -130,17 +131,34 @@ class WorkerState:
         return compiled
 
     def _graph_def(self, spec: StageSpec) -> dict:
-        with self._lock:
-            parsed = self._graphs.get(spec.graph_key)
-            if parsed is None:
-                version, text = self._graph_texts.get(spec.graph_key, (-1, ""))
-                if version < spec.graph_version:
-                    raise InternalError(
-                        f"Worker {self.address} ({spec.task}) has not received the graph "
-                        f"{spec.graph_key} (version {spec.graph_version}; it has {version}): "
-                        f"its graphflow plugin did not reach it")
-                parsed = self._graphs[spec.graph_key] = (version, json.loads(text))
-            return parsed[1]
+        """The graph ``spec`` needs, at least at its version: the client does not wait
+        for its plugin to reach the workers, so a stage may arrive first and wait
+        (outside dask's thread pool) up to GRAPH_WAIT_S."""
+        seceded = False
+        deadline = time.monotonic() + GRAPH_WAIT_S
+        try:
+            with self._lock:
+                while True:
+                    version, text = self._graph_texts.get(spec.graph_key, (-1, ""))
+                    if version >= spec.graph_version:
+                        break
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise InternalError(
+                            f"Worker {self.address} ({spec.task}) has not received the graph "
+                            f"{spec.graph_key} (version {spec.graph_version}; it has "
+                            f"{version}) after {GRAPH_WAIT_S:.0f} s: its graphflow plugin did "
+                            f"not reach it")
+                    if not seceded:
+                        seceded = _secede()
+                    self._lock.wait(min(left, 1.0))
+                parsed = self._graphs.get(spec.graph_key)
+                if parsed is None or parsed[0] != version:
+                    parsed = self._graphs[spec.graph_key] = (version, json.loads(text))
+                return parsed[1]
+        finally:
+            if seceded:
+                _rejoin()
 
     # -- runs ---------------------------------------------------------------------------
     def begin(self, run_id: str, writes: bool) -> Journal | None:
@@ -279,6 +297,8 @@ class WorkerState:
                 self._unlock(run_id)
 
 
+#: How long a stage waits for the graph it needs to reach its worker.
+GRAPH_WAIT_S = 30.0
 #: How many finished run ids a worker remembers (to refuse a stage that arrives late).
 _FINISHED_KEPT = 4096
 #: How long after a run's stage results are forgotten here a worker waits for its commit
