@@ -197,6 +197,7 @@ def test_gather_nd_ignore_gives_zeros_for_bad_tuples(scope, tmp_path, dtype, bat
           [ref_gather_nd(params, indices, batch_dims, "IGNORE")])
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # numpy's, wrapping
 def test_integer_overflow_wraps_as_in_tensorflow(scope, tmp_path):
     """Scatter sums and AddN wrap around (and int64 stays exact past 2**53) in every
     backend, as TensorFlow's kernels."""
