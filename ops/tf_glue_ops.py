@@ -342,15 +342,16 @@ def _gather_v2_grad(g, grad):
                                  f"axis 0 without batch_dims only (gather along other axes: "
                                  f"gather_nd)")
     s = g.scope
-    dense_shape = (np.asarray(params.shape.as_list(), indices.dtype.as_numpy_dtype)
-                   if params.shape.is_fully_defined() else s.shape(params, out_type=indices.dtype))
+    index_type = indices.dtype
+    if params.shape.is_fully_defined():
+        dense_shape = s.constant(np.asarray(params.shape.as_list(), index_type.as_numpy_dtype))
+    else:
+        dense_shape = s.shape(params, out_type=index_type)
     tail = params.shape[1:]
-    rows = [-1] + tail.as_list() if tail.is_fully_defined() else s.concat(
-        [s.constant([-1], indices.dtype), s.slice(s.shape(params, out_type=indices.dtype), [1],
-                                                  [-1])], 0)
-    return [IndexedSlices(s.reshape(grad, rows), s.reshape(indices, [-1]),
-                          s.constant(dense_shape) if isinstance(dense_shape, np.ndarray)
-                          else dense_shape), None, None]
+    rows = ([-1] + tail.as_list() if tail.is_fully_defined()
+            else s.concat([s.constant([-1], index_type), s.slice(dense_shape, [1], [-1])], 0))
+    return [IndexedSlices(s.reshape(grad, rows), s.reshape(indices, [-1]), dense_shape),
+            None, None]
 
 
 # -- Prod ------------------------------------------------------------------------------
