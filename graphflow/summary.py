@@ -58,12 +58,14 @@ class FileWriter:
     """Writes TensorBoard events to one new file in ``logdir`` (created if needed).
 
     ``graph``: a gf.Graph to show in the graph view now (``add_graph`` later works too).
-    Writes are synchronous and thread-safe; ``flush()`` puts them on disk, ``close()``
-    also ends the file (further writes raise). Usable as a context manager.
+    Writes are synchronous and thread-safe; a write more than ``flush_secs`` after the
+    last flush flushes (as TF's writer, so a running TensorBoard sees the curve grow),
+    ``flush()`` puts everything on disk now, ``close()`` also ends the file (further
+    writes raise). Usable as a context manager.
     """
 
-    def __init__(self, logdir: str | os.PathLike, graph: Graph | None = None,
-                 filename_suffix: str = ""):
+    def __init__(self, logdir: str | os.PathLike, graph: Graph | None = None, *,
+                 flush_secs: float = 120, filename_suffix: str = ""):
         event_pb2, self._summary_pb2, record_writer = _tensorboardx()
         self._event_pb2 = event_pb2
         self.logdir = os.fspath(logdir)
@@ -79,10 +81,15 @@ class FileWriter:
         name = (f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}."
                 f"{os.getpid()}.{next(_FILE_COUNTER)}{filename_suffix}")
         self.path = os.path.join(self.logdir, name)
+        if isinstance(flush_secs, bool) or not isinstance(flush_secs, (int, float)) \
+                or not flush_secs >= 0:
+            raise ValueError(f"flush_secs must be a number of seconds >= 0, got {flush_secs!r}")
+        self._flush_secs = float(flush_secs)
         self._lock = threading.Lock()
         self._run_tags: set[str] = set()
         self._records = record_writer(self.path)
         self._closed = False
+        self._flushed_at = time.monotonic()
         self._write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
         if graph is not None:
             self.add_graph(graph)
@@ -94,6 +101,9 @@ class FileWriter:
             if self._closed:
                 raise ValueError(f"FileWriter for '{self.path}' is closed")
             self._records.write(data)
+            if time.monotonic() - self._flushed_at >= self._flush_secs:
+                self._records.flush()
+                self._flushed_at = time.monotonic()
 
     def add_graph(self, graph: Graph, global_step: int | None = None) -> None:
         """Show ``graph`` in TensorBoard's graph view: every node with its op type,
@@ -154,6 +164,7 @@ class FileWriter:
         with self._lock:
             if not self._closed:
                 self._records.flush()
+                self._flushed_at = time.monotonic()
 
     def close(self) -> None:
         """Flush and close the file; closing twice is harmless."""

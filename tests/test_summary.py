@@ -113,6 +113,16 @@ def test_scalars_with_steps_flush_and_close(tmp_path):
         writer.add_scalar("loss", 1.0, 99)
 
 
+def test_writes_flush_after_flush_secs(tmp_path):
+    with gf.summary.FileWriter(tmp_path, flush_secs=0) as writer:
+        writer.add_scalar("x", 3.0, 1)
+        (path,) = event_files(tmp_path)
+        assert [e.summary.value[0].simple_value for e in read_events(path)
+                if e.HasField("summary")] == [3.0]  # on disk, not flushed by hand
+    with pytest.raises(ValueError, match="flush_secs"):
+        gf.summary.FileWriter(tmp_path, flush_secs=-1)
+
+
 def test_writers_never_share_a_file(tmp_path):
     with gf.summary.FileWriter(tmp_path) as a, gf.summary.FileWriter(tmp_path) as b:
         a.add_scalar("x", 1.0, 0)
