@@ -659,9 +659,12 @@ def _tensor_scatter_reduce(em: Emitter, op: Operation, ins: list) -> list:
     return [_scatter_reduce(em, op, tensor, indices, updates, kind)]
 
 
-def _last_writers(em: Emitter, slots_shape: str, rows: str, n: str, scatter: str) -> str:
+def _last_writers(em: Emitter, slots_shape: str, rows: str, n: str,
+                  scatter: str) -> tuple[str, str]:
     """For each slot (a tensor of ``slots_shape``), the position of the last row of
-    ``rows`` that writes it, or -1: positions 0..n-1 scattered with reduction max."""
+    ``rows`` that writes it, or -1 (positions 0..n-1 scattered with reduction max, by
+    ``scatter``: ScatterND for index tuples, ScatterElements for plain ids); and the
+    positions."""
     count = em.node("Squeeze", [n, em.const([0], np.int64)])
     positions = em.node("Range", [em.const(0, np.int64), count, em.const(1, np.int64)])
     nobody = em.node("Expand", [em.const(-1, np.int64), slots_shape])
