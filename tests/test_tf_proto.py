@@ -73,16 +73,16 @@ DTYPES = [t for t in gf.dtypes.ALL_TYPES]
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("encoding", ["auto", "content", "typed"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda t: t.name)
-@pytest.mark.parametrize("shape", [(), (1,), (2, 3), (0, 4)], ids=str)
-def test_tensor_round_trip(source, encoding, dtype, shape):
+def test_tensor_round_trip(source, encoding, dtype):
     ps = tp.protos(source)
-    value = _sample(dtype, shape)
-    before = value.copy()
-    proto = tp.tensor_to_proto(value, ps=ps, encoding=encoding)
-    _same(value, before)  # not modified
-    back = tp.tensor_from_proto(ps.TensorProto.FromString(proto.SerializeToString()))
-    _same(back, value)
-    assert not back.flags.writeable
+    for shape in [(), (1,), (2, 3), (0, 4)]:
+        value = _sample(dtype, shape)
+        before = value.copy()
+        proto = tp.tensor_to_proto(value, ps=ps, encoding=encoding)
+        _same(value, before)  # not modified
+        back = tp.tensor_from_proto(ps.TensorProto.FromString(proto.SerializeToString()))
+        _same(back, value)
+        assert not back.flags.writeable
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -111,16 +111,16 @@ FIELDS = [  # (dtype, field, values as stored, the numpy dtype they hold)
 
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("dtype,field,values,np_dtype", FIELDS, ids=lambda v: str(v))
-@pytest.mark.parametrize("count", [0, 1, 2, 5])
-def test_typed_field_fill(source, dtype, field, values, np_dtype, count):
+def test_typed_field_fill(source, dtype, field, values, np_dtype):
     ps = tp.protos(source)
-    proto = ps.TensorProto(dtype=tp.tf_enum(dtype))
-    proto.tensor_shape.dim.add(size=5)
-    stored = values[:count] if count <= len(values) else values
-    getattr(proto, field).extend(stored)
-    expected = np.zeros(5, np_dtype) if not stored else \
-        np.pad(np.array(stored, np_dtype), (0, 5 - len(stored)), mode="edge")
-    _same(tp.tensor_from_proto(proto), expected)
+    for count in (0, 1, 2):
+        proto = ps.TensorProto(dtype=tp.tf_enum(dtype))
+        proto.tensor_shape.dim.add(size=5)
+        stored = values[:count]
+        getattr(proto, field).extend(stored)
+        expected = np.zeros(5, np_dtype) if not stored else \
+            np.pad(np.array(stored, np_dtype), (0, 5 - len(stored)), mode="edge")
+        _same(tp.tensor_from_proto(proto), expected)
 
 
 @pytest.mark.parametrize("source", SOURCES)
