@@ -101,3 +101,46 @@ def test_a_hung_worker_does_not_hold_runs_that_do_not_use_it(dask_client):
     finally:
         os.kill(pid, signal.SIGCONT)
     assert took < 5, took
+
+
+def _set_owner_check(seconds):
+    from graphflow.runtime.distributed import worker
+    before, worker.OWNER_CHECK_S = worker.OWNER_CHECK_S, seconds
+    return before
+
+
+def _graphs_held(dask_worker):
+    from graphflow.runtime.distributed.worker import worker_state
+    return sorted(worker_state(dask_worker)._graph_texts)
+
+
+def _plugin_registered(dask_scheduler, name):
+    return name in dask_scheduler.worker_plugins
+
+
+def test_a_graph_of_a_closed_client_leaves_the_scheduler_and_the_workers(dask_client):
+    """The Graph object lives on, but the only Client that shipped it closed: the
+    workers see its lease gone and unregister the graph's plugin (it stayed on the
+    scheduler and every worker, and reached workers that joined later)."""
+    from graphflow.runtime.distributed.cluster import graph_id
+    from graphflow.runtime.distributed.worker import plugin_name
+    scope = gf.Scope(gf.Graph()).with_sub_scope("closed_client")
+    y = scope.with_device(W1).add(scope.placeholder(gf.float32, shape=[], name="x"), 1.0)
+    key = graph_id(scope.graph)
+    before = dask_client.run(_set_owner_check, 0.05)
+    try:
+        with distributed.Client(dask_client.scheduler.address, set_as_default=False) as other:
+            with gf.Session(scope.graph, gf.SessionConfig(cluster=other)) as sess:
+                assert sess.run(y, {y.op.inputs[0]: 1.0}) == 2
+            assert dask_client.run_on_scheduler(_plugin_registered, name=plugin_name(key))
+            time.sleep(0.3)  # its client lives: the graph stays
+            assert all(key in held for held in dask_client.run(_graphs_held).values())
+        for _ in range(200):
+            if not dask_client.run_on_scheduler(_plugin_registered, name=plugin_name(key)) \
+                    and not any(key in h for h in dask_client.run(_graphs_held).values()):
+                break
+            time.sleep(0.05)
+        assert not dask_client.run_on_scheduler(_plugin_registered, name=plugin_name(key))
+        assert not any(key in held for held in dask_client.run(_graphs_held).values())
+    finally:
+        dask_client.run(_set_owner_check, next(iter(before.values())))

@@ -278,7 +278,9 @@ class ClusterView:
                                                  pure=False)
         if first:
             self._register(OrphanJournals(), "graphflow-orphan-journals", None, 0)
-        self._register(GraphPlugin(key, version, text), plugin_name(key), key, version)
+        owners = owners_of(key) | {self.token}
+        self._register(GraphPlugin(key, version, text, tuple(sorted(owners))), plugin_name(key),
+                       key, version)
         with self._lock:
             if key not in self._graphs:
                 weakref.finalize(graph, _unship, weakref.ref(self), key, plugin_name(key))
@@ -333,6 +335,13 @@ def describe(tasks: dict[Task, str]) -> str:
 
 _views: "weakref.WeakKeyDictionary[Any, ClusterView]" = weakref.WeakKeyDictionary()
 _views_lock = threading.Lock()
+
+
+def owners_of(key: str) -> set[str]:
+    """The tokens of this process's client views that shipped graph ``key``."""
+    with _views_lock:
+        views = list(_views.values())
+    return {v.token for v in views if key in v._graphs}
 
 
 def cluster_view(client) -> ClusterView:

@@ -324,15 +324,42 @@ def worker_state(worker=None) -> WorkerState:
 
 class GraphPlugin(WorkerPlugin):
     """Ships one graph (its JSON GraphDef) to every worker, now and when one starts; a
-    later version of the graph (it only grows) replaces it under the same name."""
+    later version of the graph (it only grows) replaces it under the same name.
+    ``owners``: the tokens of the client views that shipped it; once none of their
+    leases is left (every such Client closed or died, even if it could not say so),
+    a worker drops the graph and unregisters the plugin from the scheduler."""
 
-    def __init__(self, key: str, version: int, text: str):
+    def __init__(self, key: str, version: int, text: str, owners: tuple[str, ...] = ()):
         self.key = key
         self.version = version
         self.text = text
+        self.owners = owners
 
     def setup(self, worker) -> None:
         worker_state(worker).add_graph(self.key, self.version, self.text)
+        if self.owners:
+            worker.loop.add_callback(self._watch_owners, worker)
+
+    async def _watch_owners(self, worker) -> None:
+        name = plugin_name(self.key)
+        leases = [lease_key(token) for token in self.owners]
+        while worker.plugins.get(name) is self:
+            await asyncio.sleep(OWNER_CHECK_S)
+            if worker.plugins.get(name) is not self:
+                return  # replaced (a later version watches) or removed
+            try:
+                status = await worker.scheduler.get_task_status(keys=leases)
+            except Exception:  # noqa: BLE001 - the scheduler is away: look again later
+                continue
+            if any(status.get(k) is not None for k in leases):
+                continue
+            _log.info("Graph %s: every client that shipped it is gone; dropping it", self.key)
+            try:
+                await worker.scheduler.unregister_worker_plugin(name=name)
+            except Exception:  # noqa: BLE001 - another worker did it first
+                pass
+            worker_state(worker).drop_graph(self.key)
+            return
 
     def teardown(self, worker) -> None:
         """Unregistered (the client's Graph is gone), or replaced by a later version
@@ -351,6 +378,8 @@ def plugin_name(graph_key: str) -> str:
 
 #: How long a torn-down graph plugin waits for its next version before the graph goes.
 _REPLACE_S = 1.0
+#: How often a worker asks whether a graph's clients are still there.
+OWNER_CHECK_S = 60.0
 
 
 class OrphanJournals(WorkerPlugin):
@@ -399,7 +428,8 @@ CLIENT_TOKEN_CHARS = 12
 
 
 def lease_key(run_id: str) -> str:
-    """The key of the lease future of the client that started ``run_id``."""
+    """The key of the lease future of the client that started ``run_id`` (or whose
+    view token it is)."""
     return f"graphflow-lease-{run_id[:CLIENT_TOKEN_CHARS]}"
 
 
