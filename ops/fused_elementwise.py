@@ -22,7 +22,11 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
 from numba.core.errors import NumbaError
 
@@ -81,13 +85,22 @@ def _compiled(ctx):
     full = (1 << n_in) - 1
     partial = tuple(ks for s, ks in zip(supports, support_inputs) if s != full)
     kernels: dict[tuple[int, int], object] = {}
+    ready: set[tuple[int, int]] = set()  # kernels compiled for the arguments seen
     empty = ctx.empty
 
-    def kernel(scalars: int, rank: int):
-        fn = kernels.get((scalars, rank))
+    def kernel(scalars: int, rank: int, args: tuple):
+        """The compiled kernel, or None while it compiles in the background (tiered
+        compilation: the caller then runs the nodes one by one, with the same results)."""
+        key = (scalars, rank)
+        fn = kernels.get(key)
         if fn is None:
-            fn = kernels.setdefault((scalars, rank), program.kernel(scalars, rank))
-        return fn
+            fn = kernels.setdefault(key, program.kernel(scalars, rank))
+        if key in ready or fn is _UNCOMPILED:
+            return fn
+        if compiled_for(fn, args):
+            ready.add(key)
+            return fn
+        return None
 
     def uncompiled(scalars: int, rank: int, err: Exception, inputs):
         """numba could not compile a kernel (a bug): say so once, run the nodes."""
@@ -114,9 +127,12 @@ def _compiled(ctx):
             outs = [empty(shape, dtype) for dtype in out_dtypes]
         except MemoryError:
             return per_node(inputs)
-        fn = kernel(0, len(shape))
+        args = (shape, *[np.broadcast_to(x, shape) for x in inputs], *outs)
+        fn = kernel(0, len(shape), args)
+        if fn is None:
+            return per_node(inputs)
         try:
-            fn(shape, *[np.broadcast_to(x, shape) for x in inputs], *outs)
+            fn(*args)
         except NumbaError as e:  # also when fn is _UNCOMPILED
             return uncompiled(0, len(shape), e, inputs)
         return outs
@@ -151,14 +167,54 @@ def _compiled(ctx):
         except MemoryError:  # the unfused node that fails says so, in its words
             return per_node(inputs)
         # 1-D values go as they are (numba reads any strides); others as flat views
-        fn = kernel(scalars, 0)
+        args = (n, *[x if x.ndim == 1 else x.reshape(-1) for x in inputs],
+                *[o if o.ndim == 1 else o.reshape(-1) for o in outs])
+        fn = kernel(scalars, 0, args)
+        if fn is None:
+            return per_node(inputs)
         try:
-            fn(n, *[x if x.ndim == 1 else x.reshape(-1) for x in inputs],
-               *[o if o.ndim == 1 else o.reshape(-1) for o in outs])
+            fn(*args)
         except NumbaError as e:  # also when fn is _UNCOMPILED
             return uncompiled(scalars, 0, e, inputs)
         return outs
     return run
+
+
+# -- tiered compilation --------------------------------------------------------------------------
+def _tiered() -> bool:
+    """``GRAPHFLOW_TIERED=0`` makes the first call of a fused node wait for its compiler."""
+    return os.environ.get("GRAPHFLOW_TIERED", "1") != "0"
+
+
+_compiler = None  # one background thread: numba compiles one kernel at a time anyway
+_compiling: dict = {}  # (dispatcher, signature) -> Future
+_compiling_lock = threading.Lock()
+
+
+def compiled_for(fn, args: tuple) -> bool:
+    """Whether numba dispatcher ``fn`` is compiled for ``args``' types. If not, with tiered
+    compilation on, its compilation (or loading from the disk cache) starts in the
+    background and False is returned; off, it compiles here, now."""
+    if not _tiered():
+        return True  # the call compiles it
+    signature = tuple(numba.typeof(a) for a in args)
+    if signature in fn.overloads:
+        return True
+    global _compiler
+    with _compiling_lock:
+        future = _compiling.get((fn, signature))
+        if future is None:
+            if _compiler is None:
+                _compiler = ThreadPoolExecutor(1, thread_name_prefix="graphflow-compile")
+            future = _compiling[(fn, signature)] = _compiler.submit(_compile, fn, signature)
+    return future.done() and signature in fn.overloads
+
+
+def _compile(fn, signature) -> None:
+    try:
+        fn.compile(signature)
+    except Exception as e:  # noqa: BLE001 - the foreground call reports it, node by node
+        log.debug("background compile of %s failed: %s", fn, e)
 
 
 def _per_node(ctx):

@@ -158,6 +158,33 @@ def _gather(ctx, handle, indices):
         return gather_nd(ctx, value, indices[..., None], "")
 
 
+@ResourceGather.prepare("cpu")
+def _prepare_gather(spec):
+    """The lean read of rows: one bounds check of the ids (a negative id is huge as
+    unsigned), one ``take``; anything unusual goes to the full kernel."""
+    dtype = np.dtype(spec.attrs["dtype"].as_numpy_dtype)
+    index_shape = spec.shape(1)
+    if dtype == object or index_shape is None or 0 in index_shape:
+        return None
+    unsigned = np.dtype(f"u{spec.dtype(1).itemsize}")
+    n = math.prod(index_shape)
+
+    def lean(ctx, handle, indices):
+        state = _variable_of(ctx, handle)
+        with state.lock:
+            value = state.value
+            if value is not None and value.dtype == dtype and value.ndim >= 1 \
+                    and value.flags.c_contiguous and value.size:
+                flat = indices.reshape(-1)
+                if int(flat.view(unsigned).max()) < value.shape[0]:
+                    out = ctx.empty(index_shape + value.shape[1:], dtype)
+                    np.take(value.reshape(value.shape[0], -1), flat, axis=0,
+                            out=out.reshape(n, -1), mode="clip")
+                    return out
+        return _gather(ctx, handle, indices)  # its checks and errors
+    return lean
+
+
 # -- whole-value updates ------------------------------------------------------------------------
 def _assign_op(name: str, doc: str, types):
     op = register_op(name, inputs=["resource: string", "value: dtype"],

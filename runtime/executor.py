@@ -91,8 +91,9 @@ class Plan:
         self.fetch_devices = layout.fetch_devices
         self.pinned = live.pinned
         self.use_counts = live.use_counts
-        self.heavy = passes.heavy_steps(self.steps, HEAVY_ELEMENTS, {
-            slot: f.shape.num_elements() for slot, f in zip(self.feed_slots, ir.feeds)})
+        known = {slot: f.shape.num_elements() for slot, f in zip(self.feed_slots, ir.feeds)}
+        known.update((slot, np.size(v)) for slot, v in self.preloaded.items())
+        self.heavy = passes.heavy_steps(self.steps, HEAVY_ELEMENTS, known)
         self.parallel = config.inter_op_threads > 1 and passes.worth_parallel(
             self.steps, self.heavy)
         self._initial = [None] * self.num_slots

@@ -74,6 +74,11 @@ FUSIBLE = {"Add": 2, "Sub": 2, "Mul": 2, "RealDiv": 2, "Maximum": 2, "Minimum": 
            "Equal": 2, "NotEqual": 2, "Less": 2, "Greater": 2, "LogicalAnd": 2,
            "LogicalOr": 2, "LogicalNot": 1, "SelectV2": 3, "Cast": 1}
 
+#: The most ops one fused kernel computes: numba's compile time grows faster than
+#: linearly with a kernel's size (a 3000-op region took minutes), so long chains
+#: become several kernels of bounded compile time.
+MAX_REGION_OPS = 48
+
 #: dtypes whose element-wise arithmetic numba reproduces bit for bit.
 DTYPES = frozenset(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
@@ -348,7 +353,8 @@ def find_regions(ops: Sequence[Operation], fed: Collection[Output] = (),
         if op in fusible:
             joined = _Group([op])
             for group in producers:
-                if not group.read_outside and group.members[0].device == op.device:
+                if not group.read_outside and group.members[0].device == op.device \
+                        and len(joined.members) + len(group.members) <= MAX_REGION_OPS:
                     joined.members += group.members
                     group.merged = True
             joined.members.sort(key=lambda o: o._id)

@@ -216,12 +216,13 @@ def schedule(steps: Sequence[Step]) -> Schedule:
 
 
 def heavy_steps(steps: Sequence[Step], heavy_elements: int,
-                feed_sizes: dict[int, int | None] | None = None) -> list[bool | None]:
+                known_sizes: dict[int, int | None] | None = None) -> list[bool | None]:
     """Per step: whether it is worth a thread hop, from the static sizes of its inputs
-    and outputs (``feed_sizes``: feed slot -> elements); None where a size is unknown
+    and outputs (``known_sizes``: feed and constant slot -> elements); None where a size
+    is unknown
     (the executor then decides from the sizes it sees). A shape-specialized plan knows
     them all."""
-    size_of: dict[int, int | None] = dict(feed_sizes or {})
+    size_of: dict[int, int | None] = dict(known_sizes or {})
     for s in steps:
         if isinstance(s, KernelStep):
             for slot, o in zip(s.outputs, s.op.outputs):

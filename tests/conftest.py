@@ -8,6 +8,10 @@ from hypothesis import settings
 
 import graphflow as gf
 
+# Fused kernels compile before their first call in tests (tests/test_tiered.py turns
+# tiered compilation back on), so that a test sees the path it asks about.
+os.environ.setdefault("GRAPHFLOW_TIERED", "0")
+
 settings.register_profile("ci", max_examples=60, deadline=None)
 settings.register_profile("long", max_examples=20000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -1,0 +1,64 @@
+"""Tiered compilation (ops/fused_elementwise.py): a fused node whose kernel is not
+compiled yet runs its nodes one by one while numba compiles it in the background,
+then switches to the compiled kernel; the results are the same bits either way."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import graphflow as gf
+from graphflow.runtime import fusion
+
+
+@pytest.fixture
+def tiered(monkeypatch, tmp_path):
+    monkeypatch.setenv("GRAPHFLOW_TIERED", "1")
+    monkeypatch.setenv("GRAPHFLOW_CACHE_DIR", str(tmp_path))  # a cold cache
+    fusion._KERNELS.clear()
+    yield
+    fusion._KERNELS.clear()
+
+
+def _fused_step(sess, fetch, feed):
+    plan = sess._plan([fetch], [feed])
+    (step,) = [s for s in plan.steps if s.op is not None and s.op.type == "_FusedElementwise"]
+    return step
+
+
+def test_first_call_runs_node_by_node_then_the_compiled_kernel(tiered, scope):
+    x = scope.placeholder(gf.float32, shape=[5])
+    y = scope.mul(scope.sub(scope.add(x, 1.5), x), 3.0)
+    v = np.array([1.0, -0.0, np.nan, 3e38, -7.25], np.float32)
+    want = ((v + np.float32(1.5)) - v) * np.float32(3.0)
+    with gf.Session(scope.graph, gf.SessionConfig(inter_op_threads=1)) as sess:
+        f = sess.make_callable(y, [x])
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(f(v), want)  # the nodes' own kernels
+        step = _fused_step(sess, y, x)
+        assert step.ctx.cache["per_node_runs"] == 1
+        deadline = time.monotonic() + 120
+        runs = step.ctx.cache["per_node_runs"]
+        while True:  # until the background compile is done: then a call adds no run
+            with np.errstate(all="ignore"):
+                np.testing.assert_array_equal(f(v), want)
+            if step.ctx.cache["per_node_runs"] == runs:
+                break
+            runs = step.ctx.cache["per_node_runs"]
+            assert time.monotonic() < deadline, "the background compile never finished"
+            time.sleep(0.05)
+        for _ in range(3):
+            with np.errstate(all="ignore"):
+                np.testing.assert_array_equal(f(v), want)
+        assert step.ctx.cache["per_node_runs"] == runs  # compiled from now on
+
+
+def test_off_the_first_call_waits_for_the_compiler(monkeypatch, scope, tmp_path):
+    monkeypatch.setenv("GRAPHFLOW_TIERED", "0")
+    x = scope.placeholder(gf.int32, shape=[4])
+    y = scope.neg(scope.add(x, 2))
+    with gf.Session(scope.graph) as sess:
+        np.testing.assert_array_equal(sess.run(y, {x: np.arange(4, dtype=np.int32)}),
+                                      [-2, -3, -4, -5])
+        assert "per_node_runs" not in _fused_step(sess, y, x).ctx.cache
