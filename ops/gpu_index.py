@@ -4,8 +4,8 @@ The GPU kernels share the CPU kernels' shape checks and differ in three
 places, all here: how index tuples become offsets, how updates reach the
 output, and how slices are read.
 
-* ``locate`` turns index tuples into int64 linear slice offsets on the device
-  and marks a tuple outside the shape with offset ``-1``: by default (and under
+* ``locate`` turns index tuples into int64 linear slice offsets on the device,
+  in one pass over the tuples (one thread per tuple), and marks a tuple outside the shape with offset ``-1``: by default (and under
   ``"IGNORE"``) it is then skipped, as on TensorFlow's GPU. ``"ERROR"`` costs
   one device-to-host transfer of a single flag per node and reports the first
   bad tuple.
@@ -17,11 +17,11 @@ output, and how slices are read.
   exactly what the CPU computes (sums in index order, last update wins, NaN
   rules of Eigen's min/max), so a deterministic GPU run equals the CPU bit for
   bit, but for NaN payloads (a GPU makes its own NaNs). "update" is never left
-  to racing stores, whose winner nobody knows (and a gradient must know it): by
-  default one thread per update takes its slot with an atomic max of its position
+  to racing stores, whose winner nobody knows (and a gradient must know it), nor
+  sorted: one thread per update takes its slot with an atomic max of its position
   (``last_writers``), then only the winner's threads store, so the last update in
-  index order wins, as on the CPU and in the sorted path, at the cost of one int64
-  per slice and no sort.
+  index order wins, as on the CPU, under ``deterministic=True`` too, at the cost
+  of one int64 per slice and no sort.
 * ``gather`` reads slices, giving zeros for a skipped tuple.
 
 Each primitive also accepts numpy arrays (a device whose ``xp`` is numpy, as
@@ -71,9 +71,19 @@ def locate(xp, tuples, dims: Sequence[int], policy: str,
     ``-1`` for a tuple outside ``[0, dims)``; under ``policy == "ERROR"`` such a tuple
     raises ``InvalidArgumentError(bad_index(first bad position))`` instead."""
     n, depth = tuples.shape
-    offsets = xp.zeros(n, np.int64)
     if n == 0:
+        return xp.zeros(n, np.int64)
+    if not on_host(xp):  # one pass on the device: read the tuples, write the offsets
+        offsets = xp.empty(n, np.int64)
+        _locate_kernel(xp)(xp.ascontiguousarray(tuples).reshape(-1),
+                           xp.asarray(np.array([int(d) for d in dims[:depth]], np.int64)),
+                           depth, offsets, size=n)
+        if policy == "ERROR":
+            bad = offsets < 0
+            if bool(bad.any()):  # the one host round trip
+                raise InvalidArgumentError(bad_index(int(bad.argmax())))
         return offsets
+    offsets = xp.zeros(n, np.int64)
     bad = xp.zeros(n, bool)
     stride = 1
     for column in range(depth - 1, -1, -1):
@@ -107,11 +117,11 @@ def scatter(xp, out, offsets, rows, op: str, deterministic: bool) -> None:
     if flat.dtype.kind == "c" and op == "add" and not deterministic:
         real = np.dtype(f"f{flat.dtype.itemsize // 2}")  # real and imaginary parts: two adds
         flat, values, slice_size = flat.view(real), values.view(real), 2 * slice_size
-    if deterministic or not _has_atomic(op, flat.dtype):
-        _segmented(xp, flat, offsets, values, slice_size, op)
-    elif op == "update":
+    if op == "update":  # the last writer in index order stores: deterministic as it is
         last = last_writers_table(xp, offsets, len(flat) // slice_size)
         _store_winners_kernel(xp)(offsets, last, values, slice_size, flat)
+    elif deterministic or not _has_atomic(op, flat.dtype):
+        _segmented(xp, flat, offsets, values, slice_size, op)
     else:
         _atomic_kernel(xp, op)(offsets, values, slice_size, flat)
 
@@ -231,11 +241,31 @@ _ATOMIC_STATEMENTS = {
 
 #: op -> how ``acc`` (the output element) absorbs the next update ``u`` of its run
 _FOLDS = {
-    "update": "acc = u;",
     "add": "acc = acc + u;",
     "min": "if (u < acc) acc = u;",
     "max": "if (acc < u) acc = u;",
 }
+
+
+@functools.cache
+def _locate_kernel(xp):
+    """offsets[i] = the linear offset of the tuple i (``depth`` indices of type T, row-major
+    into ``dims``), -1 when an index is outside [0, dim): as uint64 a negative one is huge."""
+    return xp.ElementwiseKernel(
+        "raw T tuples, raw int64 dims, int64 depth", "raw int64 offsets",
+        """
+        long long offset = 0, stride = 1;
+        bool bad = false;
+        for (long long c = depth - 1; c >= 0; --c) {
+          const long long index = (long long)tuples[i * depth + c];
+          const long long dim = dims[c];
+          bad = bad || (unsigned long long)index >= (unsigned long long)dim;
+          offset += index * stride;
+          stride *= dim;
+        }
+        offsets[i] = bad ? -1LL : offset;
+        """,
+        "graphflow_locate")
 
 
 @functools.cache
@@ -252,6 +282,10 @@ def _atomic_kernel(xp, op: str):
         f"graphflow_scatter_atomic_{op}", preamble=_ATOMIC_PREAMBLE)
 
 
+#: how update i claims its slot: the largest position wins (the last in index order)
+_LAST_WRITER_CLAIM = "atomicMax(&last[slice], (T)i);"
+
+
 @functools.cache
 def _last_writer_kernel(xp):
     """last[offsets[i]] = max(last[offsets[i]], i): T is int64 (the positions)."""
@@ -259,8 +293,8 @@ def _last_writer_kernel(xp):
         "raw int64 offsets", "raw T last",
         """
         const long long slice = offsets[i];
-        if (slice >= 0) atomicMax(&last[slice], (T)i);
-        """,
+        if (slice >= 0) CLAIM
+        """.replace("CLAIM", _LAST_WRITER_CLAIM),
         "graphflow_last_writer")
 
 

@@ -16,7 +16,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 
 from graphflow.ops import gpu_index, scatter_ops
 
@@ -27,13 +27,18 @@ from .graphs import graph_specs
 from .spec import GraphSpec, Node, Ref
 
 #: Graphs per CI run and kind: about 5 s on two cores ("simulated"). HYPOTHESIS_PROFILE=long
-#: runs the long profile's count (20000, about 7 minutes).
-CI_EXAMPLES = 300
+#: runs the long profile's count (20000, about 7 minutes). GF_GPU_FUZZ_EXAMPLES=N runs N
+#: instead, and GF_GPU_FUZZ_SHRINK=0 reports a failing graph unshrunk (a one-shot device
+#: run, tests/gpu/run_gpu_checks.sh, splits the graphs over processes and cannot wait).
+CI_EXAMPLES = int(os.environ.get("GF_GPU_FUZZ_EXAMPLES", "300"))
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+PHASES = [p for p in Phase if p is not Phase.shrink or
+          os.environ.get("GF_GPU_FUZZ_SHRINK", "1") != "0"]
 
 
 @pytest.mark.parametrize("kind", GPU_KINDS)
 @settings(max_examples=CI_EXAMPLES if PROFILE == "ci" else settings.default.max_examples,
+          phases=PHASES, print_blob=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=graph_specs(gpu=True))
 def test_graphflow_on_gpu_agrees_with_reference(kind: str, spec: GraphSpec) -> None:

@@ -49,10 +49,10 @@ def compile_log(source: str) -> str | None:
 def main() -> int:
     xp = cupy_on_cpu  # its kernels keep their parts; NVRTC compiles them here
     ordered = [t for t in C_TYPES if not t.startswith("complex") and t != "bool"]
-    checks = [("gather", gpu_index._gather_kernel(xp), list(C_TYPES)),
+    checks = [("locate", gpu_index._locate_kernel(xp), ["int16", "uint16", "int32", "int64"]),
+              ("gather", gpu_index._gather_kernel(xp), list(C_TYPES)),
               ("last writer", gpu_index._last_writer_kernel(xp), ["int64"]),
-              ("store winners", gpu_index._store_winners_kernel(xp), list(C_TYPES)),
-              ("segmented update", gpu_index._segmented_kernel(xp, "update"), list(C_TYPES))]
+              ("store winners", gpu_index._store_winners_kernel(xp), list(C_TYPES))]
     for op, types in (("add", gpu_index.ATOMIC_ADD_TYPES),
                       ("min", gpu_index.ATOMIC_MINMAX_TYPES),
                       ("max", gpu_index.ATOMIC_MINMAX_TYPES)):

@@ -112,7 +112,8 @@ def test_gather_kernel_agrees_with_cpu(dtype):
 # -- the emulator runs the kernel text: a planted bug is caught ----------------------------------
 @pytest.fixture
 def fresh_kernels():
-    caches = (gpu_index._atomic_kernel, gpu_index._segmented_kernel)
+    caches = (gpu_index._atomic_kernel, gpu_index._segmented_kernel,
+              gpu_index._last_writer_kernel, gpu_index._locate_kernel)
     for cache in caches:
         cache.cache_clear()
     yield
@@ -123,11 +124,14 @@ def fresh_kernels():
 @pytest.mark.parametrize("table, op, planted", [
     ("_ATOMIC_STATEMENTS", "max", "gf_atomic_min(&out[target], value);"),
     ("_ATOMIC_STATEMENTS", "add", "if (i % slice_size) atomicAdd(&out[target], value);"),
-    ("_FOLDS", "update", "if (acc == T(0)) acc = u;"),
+    ("_LAST_WRITER_CLAIM", "update", "if (i % 2) atomicMax(&last[slice], (T)i);"),
     ("_FOLDS", "min", "if (!(acc <= u)) acc = u;"),  # a NaN update wins
 ])
 def test_a_planted_kernel_bug_is_caught(monkeypatch, fresh_kernels, table, op, planted):
-    monkeypatch.setitem(getattr(gpu_index, table), op, planted)
+    if isinstance(getattr(gpu_index, table), dict):
+        monkeypatch.setitem(getattr(gpu_index, table), op, planted)
+    else:
+        monkeypatch.setattr(gpu_index, table, planted)
     out, offsets, rows = _case(np.dtype(np.float32), op, unique=False)
     expected, got = _both(out, offsets, rows, op, deterministic=table == "_FOLDS")
     with pytest.raises(AssertionError):
@@ -154,3 +158,28 @@ def test_device_arrays_are_not_host_arrays():
     with pytest.raises(TypeError, match="numpy array where cupy wants"):
         XP.where(np.ones(3, bool), device, 0)
     assert (device + 1).get().tolist() == [1, 2, 3] and int(device.max()) == 2
+
+
+# -- locate: one kernel pass over the index tuples ---------------------------------------------
+@pytest.mark.parametrize("index_type", [np.int16, np.uint16, np.int32, np.int64], ids=str)
+@pytest.mark.parametrize("depth", [0, 1, 2, 3])
+def test_locate_kernel_agrees_with_the_host_code(index_type, depth):
+    """Offsets in row-major order, -1 for a tuple with any index outside [0, dim) (a
+    negative one too, also when the dimension is past the index type's range)."""
+    rng = np.random.default_rng(depth)
+    dims = [5, 2**40, 3][:depth] if np.iinfo(index_type).bits > 16 else [5, 7, 3][:depth]
+    low = 0 if np.dtype(index_type).kind == "u" else -2
+    columns = [rng.integers(low, min(d + 2, np.iinfo(index_type).max), 40) for d in dims]
+    tuples = (np.stack(columns, axis=1) if depth else np.zeros((40, 0))).astype(index_type)
+    expected = gpu_index.locate(np, tuples, dims, "IGNORE", str)
+    got = gpu_index.locate(XP, XP.asarray(tuples), dims, "IGNORE", str).get()
+    assert got.dtype == np.int64 and got.tolist() == expected.tolist()
+    if depth:
+        assert (got == -1).any() and (got >= 0).any()
+
+
+def test_locate_kernel_reports_the_first_bad_tuple_under_error():
+    tuples = XP.asarray(np.array([[1, 0], [0, 9], [2, 1], [-1, 0]], np.int32))
+    with pytest.raises(gpu_index.InvalidArgumentError, match="^1$"):
+        gpu_index.locate(XP, tuples, [3, 2], "ERROR", str)
+    assert gpu_index.locate(XP, tuples, [3, 2], "", str).get().tolist() == [2, -1, 5, -1]
