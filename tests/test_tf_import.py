@@ -20,7 +20,7 @@ from graphflow.interop import tf_proto as tp  # noqa: E402
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "tf")
 FILES = {"scatter_v1": "scatter_v1.pb", "glue": "glue.pbtxt", "frozen": "frozen.pb",
-         "variables_v1": "variables_v1.pb",
+         "variables_v1": "variables_v1.pb", "frozen_v2": "frozen_v2.pb",
          "function": "function.pb", "nested_function": "nested_function.pb",
          "consts": "consts.pb", "consts_uint": "consts_uint.pb"}
 #: fixtures that only TensorFlow's full schema (tensorboard's protos) reads: function
