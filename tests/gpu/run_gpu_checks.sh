@@ -86,6 +86,7 @@ try:
 except Exception as e:
     print('torch: not usable:', e)
 print(gf.list_devices())
+assert any(d.device_type == 'gpu' for d in gf.list_devices()), 'graphflow sees no GPU'
 s = gf.Scope(gf.Graph()).with_device('/gpu:0')
 out = s.scatter_nd([[4], [3], [1], [7]], [9, 10, 11, 12], [8])
 with gf.Session(s.graph) as sess:
