@@ -20,6 +20,7 @@ import graphflow as gf
 pytest.importorskip("tensorboardX")
 
 from tensorboardX.crc32c import crc32c  # noqa: E402
+from google.protobuf import text_format  # noqa: E402
 from tensorboardX.proto import event_pb2, graph_pb2  # noqa: E402
 
 
@@ -202,6 +203,7 @@ def test_run_metadata_has_each_nodes_time_memory_and_shapes(tmp_path):
     assert "model/loss" in stats
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # tensorboard's vendored html5lib
 def test_tensorboard_reads_graph_scalars_and_run_metadata(tmp_path, monkeypatch):
     # TensorBoard's reader as it runs without TensorFlow (its stub; importing TF is slow)
     monkeypatch.setitem(sys.modules, "tensorboard.compat.notf",
@@ -220,6 +222,28 @@ def test_tensorboard_reads_graph_scalars_and_run_metadata(tmp_path, monkeypatch)
         [(k, float(np.float32(v))) for k, v in enumerate(losses)]
     assert [n.name for n in acc.Graph().node] == [op.name for op in g.operations()]
     assert acc.RunMetadata("last step").step_stats.dev_stats[0].node_stats
+
+    # what TensorBoard's graph dashboard is served: its plugin over the same directory
+    from tensorboard import context
+    from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+    from tensorboard.plugins import base_plugin
+    from tensorboard.plugins.graph import graphs_plugin
+
+    mux = plugin_event_multiplexer.EventMultiplexer()
+    mux.AddRunsFromDirectory(str(tmp_path))
+    mux.Reload()
+    plugin = graphs_plugin.GraphsPlugin(base_plugin.TBContext(
+        logdir=str(tmp_path), multiplexer=mux,
+        data_provider=data_provider.MultiplexerDataProvider(mux, str(tmp_path))))
+    ctx = context.RequestContext()
+    info = plugin.info_impl(ctx, "")["."]
+    assert info["run_graph"] and info["tags"]["last step"]["profile"]
+    served, _ = plugin.graph_impl(ctx, ".", None, False, "", 1024, "_too_large_attrs")
+    shown = graph_pb2.GraphDef()
+    text_format.Parse(served, shown)
+    assert [n.name for n in shown.node] == [op.name for op in g.operations()]
+    profile, _ = plugin.run_metadata_impl(ctx, "", ".", "last step")
+    assert 'node_name: "model/loss"' in profile and "all_end_rel_micros" in profile
 
 
 def test_a_fused_steps_time_shows_on_the_nodes_it_computed(tmp_path):
