@@ -215,6 +215,20 @@ def test_integer_overflow_wraps_as_in_tensorflow(scope, tmp_path):
     check(scope.graph, feeds, outs, tmp_path, expected)
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16, np.uint64])
+def test_integer_sum_wraps_and_stays_exact(scope, tmp_path, dtype):
+    """Integer Sum of values near a third of the type's max: past 2**53 and wrapping,
+    over constant axes in any order, kept or not, and over an empty dim."""
+    x = scope.placeholder(gf.as_dtype(dtype), shape=[None, 3, None])
+    outs = [scope.sum(x, [1]), scope.sum(x, [0, -1], keep_dims=True), scope.sum(x, -1),
+            scope.sum(scope.slice(x, [0, 0, 0], [0, -1, -1]), [0])]
+    xv = np.arange(24, dtype=np.int64).reshape(2, 3, 4).astype(dtype) + np.iinfo(dtype).max // 3
+    with np.errstate(over="ignore"):
+        expected = [xv.sum(1, dtype=dtype), xv.sum((0, 2), dtype=dtype, keepdims=True),
+                    xv.sum(-1, dtype=dtype), xv[:0].sum(0, dtype=dtype)]
+    check(scope.graph, {x: xv}, outs, tmp_path, expected)
+
+
 @pytest.mark.parametrize("op_type", ["TensorScatterMin", "TensorScatterMax"])
 def test_scatter_min_max_nan_update_never_wins(scope, tmp_path, op_type):
     tensor = np.array([1.0, 2.0, np.nan, 4.0], np.float32)

@@ -406,8 +406,38 @@ def _slice(em: Emitter, op: Operation, ins: list) -> list:
     return [em.node("Slice", [ins[0], begin, end])]
 
 
+def _sum_axes(op: Operation) -> list[int] | None:
+    """Sum's constant axes, each dim once; None if not constant or, with an unknown rank,
+    possibly naming a dim twice (negative and not)."""
+    value = constant_value(op.inputs[1])
+    if value is None or np.ndim(value) > 1:
+        return None
+    axes, rank = [int(a) for a in np.ravel(value)], op.inputs[0].shape.rank
+    if rank is not None:
+        axes = [a % rank if rank else a for a in axes]
+    elif any(a < 0 for a in axes) and any(a >= 0 for a in axes):
+        return None
+    return list(dict.fromkeys(axes))
+
+
 @lowering("Sum")
 def _sum(em: Emitter, op: Operation, ins: list) -> list:
+    dtype, keep = op.outputs[0].dtype, op.attrs["keep_dims"]
+    axes = _sum_axes(op)
+    if dtype.is_integer and axes is not None:
+        # exact and wrapping in every backend: the last of a running sum (onnxruntime's
+        # integer ReduceSum goes through floating point and saturates)
+        wide = dtype if dtype in (_INT32, int64) else int64  # its CumSum kernels
+        x = ins[0] if wide == dtype else em.cast(ins[0], wide)
+        for axis in axes:
+            axis_list = em.const([axis], np.int64)
+            x = em.node("Pad", [x, em.const([1, 0], np.int64), em.scalar(wide, 0), axis_list])
+            x = em.node("CumSum", [x, em.const(axis, np.int64)])
+            x = em.node("Slice", [x, em.const([-1], np.int64), em.const([INT64_MAX], np.int64),
+                                  axis_list])
+        if not keep and axes:
+            x = em.node("Squeeze", [x, em.const(axes, np.int64)])
+        return [x if wide == dtype else em.cast(x, dtype)]
     axes = em.node("Reshape", [em.i64(ins[1], op.inputs[1].dtype), em.const([-1], np.int64)])
     # no axes reduce nothing in TensorFlow (ONNX's default reduces everything)
     return [em.typed("ReduceSum", [ins[0], axes], op.outputs[0].dtype, [0],
