@@ -329,6 +329,17 @@ BAD = {
 }
 
 
+def test_device_strings_are_kept_and_placed_softly():
+    gd = _graph_def(_const("c", np.float32([1, 2])), ("n", "Identity", ["c"], {"T": F32}))
+    gd.node[0].device = "/job:localhost/replica:0/task:0/cpu:0"   # the local process
+    gd.node[1].device = "/device:GPU:3"                            # absent: soft placement
+    g = gf.import_tf_graph(gd)
+    assert g.operation("c").device == "/job:localhost/replica:0/task:0/device:CPU:0"
+    assert g.operation("n").device == "/device:GPU:3"
+    with gf.Session(g) as sess:
+        _same(sess.run("n:0"), np.float32([1, 2]), "device strings")
+
+
 def test_list_inputs_without_their_length_attr():
     """A hand-written DynamicStitch without N: its inputs split between its two lists."""
     indices, data = [np.int32([0, 2]), np.int32([1, 2])], [np.float32([1, 3]), np.float32([2, 4])]
