@@ -69,9 +69,16 @@ class FileWriter:
         event_pb2, self._summary_pb2, record_writer = _tensorboardx()
         self._event_pb2 = event_pb2
         self.logdir = os.fspath(logdir)
+        # every argument is checked before a file is made
+        if graph is not None and not isinstance(graph, Graph):
+            raise TypeError(f"FileWriter: graph must be a gf.Graph, got "
+                            f"{type(graph).__name__} {graph!r}")
         if not isinstance(filename_suffix, str) or os.sep in filename_suffix:
             raise ValueError(f"filename_suffix must be a string without '{os.sep}', got "
                              f"{filename_suffix!r}")
+        if isinstance(flush_secs, bool) or not isinstance(flush_secs, (int, float)) \
+                or not flush_secs >= 0:
+            raise ValueError(f"flush_secs must be a number of seconds >= 0, got {flush_secs!r}")
         if os.path.exists(self.logdir) and not os.path.isdir(self.logdir):
             raise NotADirectoryError(f"FileWriter: logdir '{self.logdir}' exists and is not a "
                                      f"directory")
@@ -81,9 +88,6 @@ class FileWriter:
         name = (f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}."
                 f"{os.getpid()}.{next(_FILE_COUNTER)}{filename_suffix}")
         self.path = os.path.join(self.logdir, name)
-        if isinstance(flush_secs, bool) or not isinstance(flush_secs, (int, float)) \
-                or not flush_secs >= 0:
-            raise ValueError(f"flush_secs must be a number of seconds >= 0, got {flush_secs!r}")
         self._flush_secs = float(flush_secs)
         self._lock = threading.Lock()
         self._run_tags: set[str] = set()

@@ -152,6 +152,15 @@ def test_bad_arguments_are_refused_clearly(tmp_path, call, error, match):
             call(writer)
 
 
+@pytest.mark.parametrize("kwargs, error", [
+    ({"graph": "g"}, TypeError), ({"flush_secs": float("nan")}, ValueError),
+    ({"filename_suffix": "a/b"}, ValueError)])
+def test_bad_writer_arguments_make_no_file(tmp_path, kwargs, error):
+    with pytest.raises(error):
+        gf.summary.FileWriter(tmp_path / "logs", **kwargs)
+    assert not (tmp_path / "logs").exists()
+
+
 def test_logdir_that_is_a_file(tmp_path):
     (tmp_path / "f").write_text("")
     with pytest.raises(NotADirectoryError, match="not a directory"):
