@@ -557,3 +557,13 @@ def test_tf_written_graphs_exported_again_give_tfs_results_bit_for_bit(tf, file)
             got = sess.run(list(fetches), feeds)
     for (name, want), value in zip(fetches.items(), got):
         _bitwise(value, want, f"{file}: {name}")
+
+
+def test_batch_dims_with_indices_of_unknown_rank_is_refused_by_name():
+    g = gf.Graph()
+    s = gf.Scope(g)
+    ids = s.placeholder(gf.int32, shape=None, name="ids")
+    s.gather_nd(s.constant(np.zeros((2, 3), np.float32)), ids, batch_dims=1, name="rows")
+    with pytest.raises(UnimplementedError, match="unknown rank") as e:
+        tf_export.tf_graph_def(g)
+    assert e.value.node_name == "rows"
