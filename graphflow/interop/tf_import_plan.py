@@ -1,0 +1,327 @@
+"""The plan stage of ``gf.import_tf_graph``: a GraphDef's nodes as the flat, ordered list
+of nodes to build.
+
+Calls of library functions (``PartitionedCall``, ``StatefulPartitionedCall``, or a
+function's name as the op) are inlined as ``call/node`` nodes; uses of a call's outputs
+read the function's results; every input is checked to name a node; every op graphflow
+lacks is collected (for one UnimplementedError listing them all); cycles are found. Attrs
+are decoded to ``(kind, value)`` only for the nodes graphflow can build.
+"""
+from __future__ import annotations
+
+import heapq
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .. import dtypes as _dt
+from ..errors import InvalidArgumentError, OpError, UnimplementedError
+from ..graph import _VALID_OP_NAME
+from ..registry import registered_ops
+from . import tf_proto as tp
+
+#: TensorFlow op types imported as a graphflow op of another name (same semantics).
+OP_ALIASES = {"AddV2": "Add"}
+#: Attrs that change no result, accepted at any value: graphflow's variable updates always
+#: hold the variable's lock; names for debuggers; an index check TF itself ignores.
+_INERT_ATTRS = frozenset({"use_locking", "debug_name", "validate_indices"})
+#: TensorFlow's name for the variable dtype of ResourceScatterNd* is T, graphflow's dtype.
+_RENAMED_ATTRS = {op: {"T": "dtype"} for op in (
+    "ResourceScatterNdUpdate", "ResourceScatterNdAdd", "ResourceScatterNdSub",
+    "ResourceScatterNdMin", "ResourceScatterNdMax")}
+#: Ops that call a library function named by their attr ``f``.
+_CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
+#: GraphDef.library's field number (graph.proto).
+LIBRARY_FIELD = 2
+#: a tensor reference: 'node' or 'node:index'
+REF = re.compile(r"(?P<node>[^:^]+)(?::(?P<index>[0-9]{1,10}))?")
+#: inside a function body: 'node:output_arg:index', or an argument's name
+_FUNC_REF = re.compile(r"(?P<node>[^:^]+)"
+                       r"(?::(?P<arg>[A-Za-z_][A-Za-z0-9_]*):(?P<index>[0-9]{1,10}))?")
+
+
+def error(message: str, node: str | None = None, op_type: str | None = None
+          ) -> InvalidArgumentError:
+    """InvalidArgumentError for a malformed GraphDef, naming the node."""
+    return InvalidArgumentError(f"Invalid GraphDef: {message}", node, op_type)
+
+
+@dataclass
+class Node:
+    """One node to build: a GraphDef node, an inlined function-body node, or the
+    Identity (one result) or NoOp (several) that stands for an inlined call."""
+
+    name: str
+    op: str                                   # TensorFlow's op type
+    inputs: list[tuple[str, Any]]             # (node, index or (output arg name, index))
+    controls: list[str]
+    device: str
+    attrs: dict[str, tuple[str, Any]] = field(default_factory=dict)  # decoded
+
+
+def _decode_attrs(node: Any, name: str, substitute: Mapping | None = None) -> dict:
+    """``{attr: (kind, value)}`` of a NodeDef (TF's ``_bookkeeping`` attrs left out);
+    ``substitute``: a calling function's attrs, for a body's placeholder attrs."""
+    out = {}
+    renamed = _RENAMED_ATTRS.get(node.op, {})
+    for key, value in sorted(node.attr.items()):
+        if key.startswith("_") or key in _INERT_ATTRS:
+            continue
+        if node.op == "Placeholder" and key == "dtype" and value.type == tp.DT_RESOURCE:
+            raise UnimplementedError("A placeholder of DT_RESOURCE (a variable captured by a "
+                                     "tf.function) cannot be fed here: freeze the function "
+                                     "first (convert_variables_to_constants_v2)", name, node.op)
+        try:
+            kind, decoded = tp.attr_from_proto(value, resource=_dt.string)
+        except UnimplementedError as e:  # a dtype graphflow lacks (bfloat16, resource...)
+            raise UnimplementedError(f"attr '{key}': {e.message}", name, node.op) from None
+        except OpError as e:
+            raise error(f"attr '{key}': {e.message}", name, node.op) from None
+        if kind == "placeholder":  # a polymorphic function body: the call gives the value
+            if substitute is None or decoded not in substitute:
+                raise error(f"attr '{key}' refers to the function attr '{decoded}', which "
+                             f"the call does not set", name, node.op)
+            kind, decoded = substitute[decoded]
+        out[renamed.get(key, key)] = (kind, decoded)
+    return out
+
+
+def _split_inputs(node: Any, pattern: re.Pattern) -> tuple[list, list]:
+    """(data inputs as (node, index or (output arg, index)), control input names)."""
+    data, controls = [], []
+    for j, ref in enumerate(node.input):
+        if ref.startswith("^"):
+            if not ref[1:]:
+                raise error(f"input {j} '^' names no node", node.name, node.op)
+            controls.append(ref[1:])
+            continue
+        if controls:
+            raise error(f"data input {ref!r} comes after control inputs (control inputs "
+                         f"must come last)", node.name, node.op)
+        m = pattern.fullmatch(ref)
+        if m is None:
+            raise error(f"input {j} {ref!r} is not of the form 'node', 'node:index' or "
+                         f"'^node'", node.name, node.op)
+        arg = m.groupdict().get("arg")
+        index = int(m["index"]) if m["index"] is not None else 0
+        data.append((m["node"], (arg, index) if arg else index))
+    return data, controls
+
+
+class Planner:
+    """Turns a GraphDef into the flat list of nodes to build, inlining function calls."""
+
+    def __init__(self, graph_def: Any, ps: tp.ProtoSet):
+        self.ps = ps
+        self.ops = {d.name: d for d in registered_ops(include_internal=False)}
+        self.functions: dict[str, Any] = {}
+        self.library_unreadable = False
+        if ps.full:
+            for f in graph_def.library.function:
+                self.functions[f.signature.name] = f
+        elif LIBRARY_FIELD in tp.unknown_field_numbers(graph_def):
+            self.library_unreadable = True
+        self.nodes: list[Node] = []
+        self.names: set[str] = set()
+        #: inlined call -> (its results as (node, ref), the function's output names)
+        self.results: dict[str, tuple[list, list[str]]] = {}
+        self.missing: dict[str, list[str]] = {}
+
+    # -- top level --------------------------------------------------------------------
+    def plan(self, graph_def: Any) -> list[Node]:
+        for i, node in enumerate(graph_def.node):
+            where = f"node[{i}]"
+            if not node.name or not _VALID_OP_NAME.fullmatch(node.name):
+                raise error(f"{where} has the invalid node name {node.name!r}", node.name or
+                             None, node.op or None)
+            if node.name in self.names:
+                raise error(f"duplicate node name ({where})", node.name, node.op)
+            if not node.op:
+                raise error(f"{where} has no op", node.name)
+            self.names.add(node.name)
+        for node in graph_def.node:
+            data, controls = _split_inputs(node, REF)
+            self._add(Node(node.name, node.op, data, controls, node.device), node, (), None)
+        for n in self.nodes:
+            n.inputs = [self._redirect(n, src, ref) for src, ref in n.inputs]
+        return self.nodes
+
+    def _redirect(self, n: Node, src: str, ref: Any) -> tuple[str, Any]:
+        """A reference to an inlined call's output, as the function result it reads
+        (through nested calls)."""
+        if src not in self.results:
+            return src, ref
+        results, names = self.results[src]
+        if isinstance(ref, tuple):  # 'call:output:0' (PartitionedCall) or 'call:ret_name:0'
+            arg, index = ref
+            index = index if arg not in names else names.index(arg) + index
+        else:
+            index = ref
+        if not 0 <= index < len(results):
+            raise error(f"input '{src}:{index}' names output {index} of the call '{src}', "
+                         f"whose function returns {len(results)} values", n.name, n.op)
+        return self._redirect(n, *results[index])
+
+    def _add(self, n: Node, raw: Any, stack: tuple, substitute: Mapping | None) -> None:
+        """Plan node ``n`` (read from NodeDef ``raw``): a call is inlined, an op graphflow
+        lacks is recorded as missing (its attrs not even read), any other kept."""
+        calls = n.op in _CALL_OPS or n.op in self.functions or (
+            self.library_unreadable and n.op not in self.ops and n.op not in OP_ALIASES)
+        if not calls and n.op not in self.ops and OP_ALIASES.get(n.op) not in self.ops:
+            self.missing.setdefault(n.op, []).append(n.name)
+            self.nodes.append(n)
+            return
+        n.attrs = _decode_attrs(raw, n.name, substitute)
+        if calls:
+            self._inline(n, self._called_function(n), stack)
+        else:
+            self.nodes.append(n)
+
+    def _called_function(self, n: Node) -> str:
+        if n.op in _CALL_OPS:
+            kind, func = n.attrs.get("f", ("none", None))
+            if kind != "func":
+                raise error(f"attr 'f' of a {n.op} must be a function, got kind '{kind}'",
+                             n.name, n.op)
+            name = func.name
+        else:  # a function's name as the op
+            name = n.op
+        if name not in self.functions:
+            if self.library_unreadable:
+                tp.require_full(self.ps, f"The function library of this GraphDef (node "
+                                         f"'{n.name}' calls '{name}')")
+            raise error(f"calls function '{name}', which the GraphDef's library does not "
+                         f"define", n.name, n.op)
+        return name
+
+    # -- inlining --------------------------------------------------------------------
+    def _inline(self, call: Node, fname: str, stack: tuple) -> None:
+        if fname in stack:
+            raise UnimplementedError(f"Function '{fname}' calls itself (through "
+                                     f"{' -> '.join(stack + (fname,))}); recursion cannot "
+                                     f"be inlined", call.name, call.op)
+        f = self.functions[fname]
+        sig = f.signature
+        for arg in list(sig.input_arg) + list(sig.output_arg):
+            if arg.number_attr or arg.type_list_attr:
+                raise UnimplementedError(f"Function '{fname}' has the list argument "
+                                         f"'{arg.name}'; only functions of single tensors are "
+                                         f"inlined", call.name, call.op)
+        if len(call.inputs) != len(sig.input_arg):
+            raise error(f"calls function '{fname}' with {len(call.inputs)} inputs; it takes "
+                         f"{len(sig.input_arg)}", call.name, call.op)
+        func_attrs = dict(call.attrs["f"][1].attrs) if call.op in _CALL_OPS else \
+            {k: v for k, v in call.attrs.items()}
+        prefix = self._fresh_prefix(call.name)
+        args = {a.name: src for a, src in zip(sig.input_arg, call.inputs)}
+        body_names = {nd.name for nd in f.node_def}
+
+        def resolve(ref_node: str, ref: Any, where: str) -> tuple[str, Any]:
+            if ref_node in args and not isinstance(ref, tuple) and ref == 0:
+                return args[ref_node]
+            if ref_node not in body_names:
+                raise error(f"input {ref_node!r} of function '{fname}' names neither an "
+                             f"argument nor a node of the function", where, call.op)
+            return prefix + ref_node, ref
+
+        for nd in f.node_def:
+            if not nd.name or not _VALID_OP_NAME.fullmatch(prefix + nd.name):
+                raise error(f"function '{fname}' has the invalid node name {nd.name!r}",
+                             call.name, call.op)
+            data, controls = _split_inputs(nd, _FUNC_REF)
+            inner = Node(prefix + nd.name, nd.op,
+                          [resolve(s, ref, prefix + nd.name) for s, ref in data],
+                          [prefix + c if c in body_names else self._bad_control(c, fname, call)
+                           for c in controls] + list(call.controls),
+                          nd.device or call.device)
+            self.names.add(inner.name)
+            self._add(inner, nd, stack + (fname,), func_attrs)
+        # the call's name stands for the function's results
+        results = []
+        for arg in sig.output_arg:
+            if arg.name not in f.ret:
+                raise error(f"function '{fname}' returns no value for its output "
+                             f"'{arg.name}'", call.name, call.op)
+            m = _FUNC_REF.fullmatch(f.ret[arg.name])
+            if m is None:
+                raise error(f"function '{fname}' returns {f.ret[arg.name]!r}, not a tensor",
+                             call.name, call.op)
+            ref = (m["arg"], int(m["index"])) if m["arg"] else 0
+            results.append(resolve(m["node"], ref, call.name))
+        control_ret = [prefix + n for n in f.control_ret.values() if n in body_names]
+        # uses of the call's outputs read the function's results directly
+        names = [a.name for a in sig.output_arg]
+        self.results[call.name] = (results, names)
+        if len(results) == 1:  # the call's name stands for its one result: "call:0" works
+            self.nodes.append(Node(call.name, "Identity", results, control_ret, call.device))
+        else:  # a NoOp that waits for the whole function ("^call", or the call as a fetch)
+            self.nodes.append(Node(call.name, "NoOp", [], sorted(
+                {src for src, _ in results} | set(control_ret)), call.device))
+
+    def _bad_control(self, name: str, fname: str, call: Node) -> str:
+        raise error(f"control input '^{name}' of function '{fname}' names no node of the "
+                     f"function", call.name, call.op)
+
+    def _fresh_prefix(self, base: str) -> str:
+        prefix, k = base + "/", 0
+        while any(n.startswith(prefix) for n in self.names):
+            k += 1
+            prefix = f"{base}/inlined_{k}/"
+        return prefix
+
+
+def check_refs(nodes: list[Node]) -> dict[str, Node]:
+    by_name = {n.name: n for n in nodes}
+    if len(by_name) != len(nodes):
+        seen: set[str] = set()
+        dup = next(n for n in nodes if n.name in seen or seen.add(n.name))
+        raise error("duplicate node name (an inlined function node clashes with it)",
+                     dup.name, dup.op)
+    for n in nodes:
+        for src, _ in n.inputs:
+            if src not in by_name:
+                raise error(f"input '{src}' names no node in the GraphDef", n.name, n.op)
+        for c in n.controls:
+            if c not in by_name:
+                raise error(f"control input '^{c}' names no node in the GraphDef", n.name, n.op)
+    return by_name
+
+
+def topological(nodes: list[Node], by_name: dict[str, Node]) -> list[Node]:
+    """Inputs before consumers, otherwise in file order; a cycle is an error naming a node
+    on it."""
+    index = {n.name: i for i, n in enumerate(nodes)}
+    waiting = {n.name: len({s for s, _ in n.inputs} | set(n.controls)) for n in nodes}
+    consumers: dict[str, list[str]] = {n.name: [] for n in nodes}
+    for n in nodes:
+        for src in {s for s, _ in n.inputs} | set(n.controls):
+            consumers[src].append(n.name)
+    ready = [index[n.name] for n in nodes if not waiting[n.name]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        n = nodes[heapq.heappop(ready)]
+        order.append(n)
+        for c in consumers[n.name]:
+            waiting[c] -= 1
+            if not waiting[c]:
+                heapq.heappush(ready, index[c])
+    if len(order) != len(nodes):
+        stuck = _on_cycle(nodes, by_name, waiting)
+        raise error("the graph has a cycle through this node (graphflow imports acyclic "
+                     "graphs: no control flow loops)", stuck.name, stuck.op)
+    return order
+
+
+def _on_cycle(nodes, by_name, waiting) -> Node:
+    """A node on a cycle (not merely downstream of one): walk inputs from a stuck node."""
+    n = next(n for n in nodes if waiting[n.name])
+    seen: list[str] = []
+    while n.name not in seen:
+        seen.append(n.name)
+        n = next(by_name[s] for s in [s for s, _ in n.inputs] + n.controls if waiting[s])
+    return n
+
+
+__all__ = ["OP_ALIASES", "LIBRARY_FIELD", "REF", "Node", "Planner", "check_refs", "topological",
+           "error"]
