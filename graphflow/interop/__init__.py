@@ -2,7 +2,8 @@
 
 - ``tf_proto``: TensorFlow's protobuf messages (from tensorboardX, or tensorboard's
   full schema) and conversions between them and graphflow dtypes, shapes, arrays, attrs.
-- ``tf_import``: ``gf.import_tf_graph`` — a TensorFlow GraphDef as a gf.Graph.
+- ``tf_import``: ``gf.import_tf_graph`` — a TensorFlow GraphDef as a gf.Graph;
+  ``tf_import_plan``: its nodes to build (library functions inlined, missing ops listed).
 - ``tf_export``: ``gf.export_tf_graph`` — a gf.Graph as a TensorFlow GraphDef.
 - ``tf_lowering``: how each graphflow op is written as TensorFlow nodes (tables, lowerings).
 - ``onnx_export``: ``gf.export_onnx`` — an inference graph as an ONNX model;
