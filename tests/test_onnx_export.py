@@ -443,7 +443,7 @@ SWEEP = {
                                         s.floor_mod(x, s.fill([3], s.cast(3, x.dtype)))),
 }
 #: (op, dtype) that onnxruntime 1.32 cannot run; the reference evaluator checks them
-ORT_CANNOT = {("pad", "object"), ("range", "float16")}
+ORT_CANNOT = {("range", "float16")}
 
 
 @pytest.mark.parametrize("dtype", [bool, object] + NUMERIC)

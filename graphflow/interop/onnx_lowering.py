@@ -394,7 +394,21 @@ def _pad(em: Emitter, op: Operation, ins: list) -> list:
     paddings = em.node("Transpose", [em.i64(ins[1], op.inputs[1].dtype)], perm=[1, 0])
     pads = em.node("Reshape", [paddings, em.const([-1], np.int64)])
     dtype = op.outputs[0].dtype
-    return [em.typed("Pad", [ins[0], pads, em.scalar(dtype, 0)], dtype, [0, 2])]
+    rank = op.inputs[0].shape.rank
+    if not dtype.is_string or rank is None:
+        return [em.typed("Pad", [ins[0], pads, em.scalar(dtype, 0)], dtype, [0, 2])]
+    # strings (onnxruntime has no string Pad): blocks of "" concatenated on each side
+    x, paddings = ins[0], em.i64(ins[1], op.inputs[1].dtype)
+    for axis in range(rank):
+        sides = []
+        for side in (0, 1):
+            width = em.node("Slice", [paddings, em.const([axis, side], np.int64),
+                                      em.const([axis + 1, side + 1], np.int64)])
+            shape = em.node("ScatterND", [em.node("Shape", [x]), em.const([[axis]], np.int64),
+                                          em.node("Reshape", [width, em.const([1], np.int64)])])
+            sides.append(em.node("Expand", [em.scalar(dtype, b""), shape]))
+        x = em.node("Concat", [sides[0], x, sides[1]], axis=axis)
+    return [x]
 
 
 @lowering("Slice")
