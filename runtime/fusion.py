@@ -471,19 +471,21 @@ def fuse_elementwise(ops: Sequence[Operation], fed: Collection[Output] = (),
 
 def plan_regions(graph, fetches: Iterable | None = None,
                  feeds: Iterable[Output] | None = None) -> list[Region]:
-    """The regions a plan of ``graph`` fuses (for ``graphflow inspect`` and DOT): by
-    default fetching every output no op reads, with every Placeholder fed."""
-    from .optimizer import rewrite
+    """The regions a plan of ``graph`` fuses (for ``graphflow inspect`` and DOT), from
+    the compile pipeline a CPU Session runs (runtime/pipeline.py: folding and
+    simplification first): by default fetching every output no op reads, with every
+    Placeholder fed."""
+    from graphflow.runtime.devices import list_devices
+    from graphflow.runtime.session import SessionConfig
+
+    from .pipeline import compile_ir
 
     ops = list(graph.operations())
     if feeds is None:
         feeds = [o for op in ops if op.type == "Placeholder" for o in op.outputs]
-    fed = set(feeds)
     if fetches is None:
         read = {i for op in ops for i in op.inputs}
         fetches = [o for op in ops for o in op.outputs if o not in read]
-    needed = _live_graph(ops, fed, {}, fetches)[0]
-    subst = rewrite(needed, fed, fetches)
-    nodes = sorted({o.op for o in subst.values() if o.op.type == "_FusedElementwise"},
-                   key=lambda op: op._id)
-    return [op.attrs["region"] for op in nodes]
+    cpus = [d for d in list_devices() if d.device_type == "cpu"]
+    ir = compile_ir(list(fetches), list(feeds), cpus, SessionConfig())
+    return [op.attrs["region"] for op in ir.ops if op.type == "_FusedElementwise"]
