@@ -175,6 +175,24 @@ def training(optimizer):
     return g, [[loss, step]] * 3 + [[table.read(), dense.read()]], feeds, [init]
 
 
+def empty_inputs():
+    """No index tuples, no stitched rows: the lowerings' Reshapes and Ranges of nothing."""
+    g = gf.Graph()
+    s = gf.Scope(g)
+    t = s.placeholder(gf.float32, [2, 2], name="t")
+    u = s.placeholder(gf.float32, [None, 2], name="u")
+    i = s.placeholder(gf.int32, [None], name="i")
+    none = np.zeros((0, 1), np.int32)
+    kept, top = s.tensor_scatter_update(t, none, u), s.tensor_scatter_max(t, none, u)
+    stitched = s.dynamic_stitch([i, [0]], [u, [[5.0, 6.0]]])
+    rows = s.gather_nd(s.reshape(u, [-1, 1, 2]), s.reshape(i, [-1, 1, 1]), batch_dims=1)
+    loss = s.add_n([s.reduce_sum(s.mul(kept, kept)), s.reduce_sum(top),
+                    s.reduce_sum(s.mul(stitched, stitched)), s.reduce_sum(rows)])
+    feeds = {t: np.ones((2, 2), np.float32), u: np.zeros((0, 2), np.float32),
+             i: np.zeros(0, np.int32)}
+    return g, [[kept, top, stitched, rows] + gf.gradients(loss, [t, u])], feeds, []
+
+
 def sharded_embedding():
     """gf.nn.embedding_lookup over two shards, trained: partition, gathers, a parallel
     stitch and its gradient's _StitchWinners, sparse updates of each shard."""
@@ -239,8 +257,8 @@ def glue_ops():
 
 CASES = {f.__name__: f for f in (scatter_family, gather_nd_family, partition_stitch,
                                  math_array, glue_ops, variables, gradients,
-                                 min_max_gradients, training_sgd, training_adagrad,
-                                 sharded_embedding)}
+                                 min_max_gradients, empty_inputs, training_sgd,
+                                 training_adagrad, sharded_embedding)}
 
 
 def run_graphflow(graph, steps, feeds, setup):
