@@ -42,7 +42,8 @@ def export_onnx(graph: Graph, inputs: Sequence[Any] | None, outputs: Sequence[An
     means every tensor nothing consumes (leaving out placeholders, constants and
     stateful ops); ``inputs=None`` every placeholder those outputs need. Variables are
     refused unless ``session`` is given: their values in that session are then frozen
-    into the model as constants. Returns the ``onnx.ModelProto`` (saved at ``path``
+    into the model as constants. ``opset``: 18 (ScatterND's min/max reductions) up to the
+    installed onnx's newest. Returns the checked ``onnx.ModelProto`` (saved at ``path``
     unless it is None). Control dependencies are dropped: an ONNX graph is pure.
     """
     onnx = _import_onnx()
