@@ -268,7 +268,7 @@ class ClusterView:
         with self._lock:
             if self._graphs.get(key, -1) >= version:
                 return key, version
-        text = json.dumps(graph.as_graph_def(), separators=(",", ":"))
+        text = json.dumps(shipped_graph_def(graph), separators=(",", ":"))
         from .worker import GraphPlugin, OrphanJournals, lease, plugin_name
         with self._lock:
             first = not self._graphs and not self._registering
@@ -306,6 +306,41 @@ class ClusterView:
                         if me._graphs.get(key) == version:
                             del me._graphs[key]
         client.loop.add_callback(register)
+
+
+#: An initial value of at least this many bytes is not shipped with the graph to every
+#: worker: the runs that use it (the initializers) send it to the variable's worker.
+INITIAL_VALUE_BYTES = 1 << 16
+
+
+def sent_per_run(op) -> bool:
+    """Whether ``op`` is a big initial value: a Const read only by assignments (a
+    variable's initializer), of at least INITIAL_VALUE_BYTES."""
+    if op.type != "Const":
+        return False
+    value = op.attrs.get("value")
+    if getattr(value, "nbytes", 0) < INITIAL_VALUE_BYTES:
+        return False
+    consumers = [c for o in op.outputs for c in o.consumers()]
+    return bool(consumers) and all(c.type == "AssignVariableOp" for c in consumers)
+
+
+def shipped_graph_def(graph: Graph) -> dict:
+    """``graph``'s GraphDef without its big initial values: each is a Placeholder of
+    its dtype and shape there (a stage that reads one gets it from the client)."""
+    graph_def = graph.as_graph_def()
+    big = {op.name for op in graph.operations() if sent_per_run(op)}
+    if big:
+        nodes = []
+        for node in graph_def["nodes"]:
+            if node["name"] in big:
+                tensor = node["attrs"]["value"]["tensor"]
+                node = {**node, "op": "Placeholder",
+                        "attrs": {"dtype": {"type": tensor["dtype"]},
+                                  "shape": {"shape": list(tensor["shape"])}}}
+            nodes.append(node)
+        graph_def = {**graph_def, "nodes": nodes}
+    return graph_def
 
 
 def _unship(view_ref, key: str, name: str) -> None:

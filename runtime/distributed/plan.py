@@ -37,7 +37,7 @@ from graphflow.graph import Graph, Operation, Output
 
 from ..passes import prune, require_feeds
 from ..tracing import RunMetadata
-from .cluster import ClusterView, cluster_view, describe
+from .cluster import ClusterView, cluster_view, describe, sent_per_run
 from .stage_graph import StageSpec, sink_ops
 from .stages import Route, Stage, cut_stages, routes
 from .tasks import Task, assign_tasks, variable_homes
@@ -196,6 +196,14 @@ class DistributedPlan:
         fed = set(self.feeds)
         ops = prune(fetches, fed)
         require_feeds(ops, fed)
+        # big initial values travel with the runs that use them, to their variables' tasks
+        # only, not with the graph to every worker (cluster.shipped_graph_def)
+        initial = [op.outputs[0] for op in ops if sent_per_run(op) and op.outputs[0] not in fed]
+        self.sent_values = [op.op.attrs["value"] for op in initial]
+        if initial:
+            self.feeds += initial
+            fed.update(initial)
+            ops = prune(fetches, fed)
         task_of = assign_tasks(ops, fed, variable_homes_of(self.graph, ops))
         _check_tasks_exist(task_of, session.view)
         self.stages: list[Stage] = cut_stages(ops, task_of, fed, fetches)
@@ -266,6 +274,8 @@ class DistributedPlan:
     # -- running ------------------------------------------------------------------------------
     def run(self, feed_values: Sequence, pool=None, metadata: RunMetadata | None = None) -> list:
         """Run every stage once; the fetched values, as a local Plan returns them."""
+        if self.sent_values:
+            feed_values = [*feed_values, *self.sent_values]
         if not self.stages:
             return [self._fetched(step, None, feed_values) for step in self.fetch_plan]
         session = self.session
