@@ -354,6 +354,23 @@ def test_the_tables_match_tensorflows_op_defs(tf):
         assert len(ours.outputs) == len(theirs.output_arg), name
 
 
+@pytest.mark.parametrize("build", [
+    lambda s, i: s.scatter_nd(i, [1.0, 2.0], [4]),
+    lambda s, i: s.gather_nd(s.constant(np.zeros((4, 2))), i),
+    lambda s, i: s.dynamic_stitch([s.reshape(i, [-1])], [[1.0, 2.0]]),
+], ids=["scatter_nd", "gather_nd", "dynamic_stitch"])
+def test_a_bad_index_fails_in_both(tf, build):
+    g = gf.Graph()
+    s = gf.Scope(g)
+    i = s.placeholder(gf.int32, [2, 1], name="i")
+    out = build(s, i)
+    bad = {i: np.array([[1], [-3]], np.int32)}
+    with pytest.raises(InvalidArgumentError):
+        run_graphflow(g, [[out]], bad, [])
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        run_tensorflow(tf, tf_export.tf_graph_def(g), [[out]], bad, [])
+
+
 def test_a_failing_check_fails_in_tensorflow_too(tf):
     """The gradients' _AssertEqual is lowered to an Assert: a grad_ys of the wrong shape
     fed at run time fails in both."""
