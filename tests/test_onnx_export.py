@@ -573,6 +573,11 @@ BAD_RUNS = {  # name: (build(scope, *placeholders), feeds): graphflow raises on 
                           [np.array([7, 1], np.int32), np.array([2, 0], np.int32)]),
     "floor_mod_by_zero": (lambda s, x, y: s.floor_mod(x, y),
                           [np.array([7], np.int64), np.array([0], np.int64)]),
+    "range_zero_delta": (lambda s, a, b, c: s.range(a, b, c),
+                         [np.array(0, np.int32), np.array(5, np.int32), np.array(0, np.int32)]),
+    "range_away_from_limit": (lambda s, a, b, c: s.range(a, b, c),
+                              [np.array(0.0, np.float32), np.array(5.0, np.float32),
+                               np.array(-1.0, np.float32)]),
 }
 
 

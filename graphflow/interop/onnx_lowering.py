@@ -322,7 +322,20 @@ def _reshape(em: Emitter, op: Operation, ins: list) -> list:
 
 @lowering("Range")
 def _range(em: Emitter, op: Operation, ins: list) -> list:
-    return [em.typed("Range", ins, op.outputs[0].dtype)]
+    """Range; a zero delta, or one pointing away from limit, fails the run as TensorFlow's
+    checks do (ONNX would give an empty range)."""
+    dtype = op.outputs[0].dtype
+    wide = ORT_WIDER["Range"].get(dtype, dtype)
+    start, limit, delta = (v if wide == dtype else em.cast(v, wide) for v in ins)
+    zero = em.scalar(wide, 0)
+    up = em.node("Greater", [delta, zero])
+    bad = em.node("Or", [
+        em.node("Equal", [delta, zero]),
+        em.node("Or", [em.node("And", [up, em.node("Greater", [start, limit])]),
+                       em.node("And", [em.node("Not", [up]), em.node("Less", [start, limit])])])])
+    delta = em.node("Add", [delta, em.fail_if(bad, wide)])
+    out = em.node("Range", [start, limit, delta])
+    return [out if wide == dtype else em.cast(out, dtype)]
 
 
 @lowering("Fill")
