@@ -333,16 +333,22 @@ def _gather_v2(ctx, params, indices, axis):
 
 @GatherV2.gradient
 def _gather_v2_grad(g, grad):
-    """Rows of params (an IndexedSlices) for axis 0 without batch dims, as TensorFlow;
-    other axes are not implemented here."""
+    """Axis 0: rows of params (an IndexedSlices), as TensorFlow. Another axis a: grad's
+    index dims moved to the front, scattered (duplicates add up) into params with dim a
+    first, moved back. Needs a constant axis, batch_dims 0, and, off axis 0, known ranks."""
     params, indices, axis = g.op.inputs
     axis_value = constant_value(axis)
-    if axis_value is None or int(axis_value) != 0 or g.attr("batch_dims") != 0:
-        raise UnimplementedError(f"The gradient of GatherV2 '{g.op.name}' is implemented for "
-                                 f"axis 0 without batch_dims only (gather along other axes: "
-                                 f"gather_nd)")
+    rank = params.shape.rank
+    if axis_value is None or g.attr("batch_dims") != 0:
+        raise UnimplementedError(f"The gradient of GatherV2 '{g.op.name}' needs a constant "
+                                 f"axis and batch_dims 0 (batched gathers: gather_nd)")
     s = g.scope
     index_type = indices.dtype
+    if rank is not None and int(axis_value) % rank != 0:
+        return [_gather_grad_off_axis0(g, grad, int(axis_value) % rank), None, None]
+    if int(axis_value) != 0 and rank is None:
+        raise UnimplementedError(f"The gradient of GatherV2 '{g.op.name}' along axis "
+                                 f"{int(axis_value)} needs params' rank at build time")
     if params.shape.is_fully_defined():
         dense_shape = s.constant(np.asarray(params.shape.as_list(), index_type.as_numpy_dtype))
     else:
@@ -352,6 +358,26 @@ def _gather_v2_grad(g, grad):
             else s.concat([s.constant([-1], index_type), s.slice(dense_shape, [1], [-1])], 0))
     return [IndexedSlices(s.reshape(grad, rows), s.reshape(indices, [-1]), dense_shape),
             None, None]
+
+
+def _gather_grad_off_axis0(g, grad, axis: int):
+    params, indices, _ = g.op.inputs
+    if indices.shape.rank is None:
+        raise UnimplementedError(f"The gradient of GatherV2 '{g.op.name}' along axis {axis} "
+                                 f"needs the indices' rank at build time")
+    s, rank, q = g.scope, params.shape.rank, indices.shape.rank
+    index_type = indices.dtype
+    # grad: params[:axis] + indices.shape + params[axis+1:] -> indices.shape first
+    front = list(range(axis, axis + q)) + list(range(axis)) + \
+        list(range(axis + q, axis + q + rank - axis - 1))
+    moved = s.transpose(grad, np.asarray(front, np.int32))
+    # params with dim `axis` first, its shape, and back
+    to_front = [axis] + list(range(axis)) + list(range(axis + 1, rank))
+    shape_t = s.gather(s.shape(params, out_type=index_type), np.asarray(to_front, np.int32), 0)
+    values = s.reshape(moved, s.concat([s.constant([-1], index_type),
+                                        s.slice(shape_t, [1], [-1])], 0))
+    dense_t = s.scatter_nd(s.reshape(indices, [-1, 1]), values, shape_t)
+    return s.transpose(dense_t, np.argsort(to_front).astype(np.int32))
 
 
 # -- Prod ------------------------------------------------------------------------------

@@ -190,16 +190,19 @@ def test_build_time_errors(build, message):
         build(gf.Scope(gf.Graph()))
 
 
-@pytest.mark.parametrize("op", ["strided_slice", "gather", "gather unknown dims", "transpose",
-                                "tile", "strided_slice_grad"])
+@pytest.mark.parametrize("op", ["strided_slice", "gather", "gather unknown dims", "gather axis 1",
+                                "gather axis -1", "transpose", "tile", "strided_slice_grad"])
 def test_gradients_match_finite_differences(op):
     s = gf.Scope(gf.Graph())
     value = RNG.normal(size=(4, 3, 2))
-    shape = {"strided_slice_grad": [2, 3, 1], "gather unknown dims": [None, 3, None]}
+    shape = {"strided_slice_grad": [2, 3, 1], "gather unknown dims": [None, 3, None],
+             "gather axis -1": [None, None, 2]}
     x = s.placeholder(gf.float64, shape=shape.get(op, [4, 3, 2]))
     if op == "strided_slice":
         y = s.strided_slice(x, [3, 0, 1], [0, 0, 0], [-2, 1, 1], end_mask=2, new_axis_mask=4,
                             shrink_axis_mask=0)
+    elif op.startswith("gather axis"):
+        y = s.gather(x, [[1, 0], [1, 1]], int(op.split()[-1]))  # duplicates add up
     elif op.startswith("gather"):
         y = s.gather(x, [3, 0, 3], 0)   # a duplicate index: its rows' gradients add up
     elif op == "transpose":
