@@ -403,15 +403,18 @@ def _unpack(em: Emitter, op: Operation, ins: list) -> list:
 
 @lowering("Pad")
 def _pad(em: Emitter, op: Operation, ins: list) -> list:
-    # TF's paddings [[before, after], ...] -> ONNX's [befores..., afters...]
-    paddings = em.node("Transpose", [em.i64(ins[1], op.inputs[1].dtype)], perm=[1, 0])
-    pads = em.node("Reshape", [paddings, em.const([-1], np.int64)])
-    dtype = op.outputs[0].dtype
-    rank = op.inputs[0].shape.rank
+    # TF's paddings [[before, after], ...] -> ONNX's [befores..., afters...]; a negative
+    # one fails the run as in TensorFlow (ONNX would crop)
+    paddings = em.i64(ins[1], op.inputs[1].dtype)
+    paddings = em.node("Add", [paddings, em.fail_if(
+        em.node("Less", [paddings, em.const(0, np.int64)]), int64)])
+    dtype, rank = op.outputs[0].dtype, op.inputs[0].shape.rank
     if not dtype.is_string or rank is None:
+        pads = em.node("Reshape", [em.node("Transpose", [paddings], perm=[1, 0]),
+                                   em.const([-1], np.int64)])
         return [em.typed("Pad", [ins[0], pads, em.scalar(dtype, 0)], dtype, [0, 2])]
     # strings (onnxruntime has no string Pad): blocks of "" concatenated on each side
-    x, paddings = ins[0], em.i64(ins[1], op.inputs[1].dtype)
+    x = ins[0]
     for axis in range(rank):
         sides = []
         for side in (0, 1):
@@ -426,9 +429,20 @@ def _pad(em: Emitter, op: Operation, ins: list) -> list:
 
 @lowering("Slice")
 def _slice(em: Emitter, op: Operation, ins: list) -> list:
+    """Slice; a begin outside [0, dim] or a size past the end fails the run, as in
+    TensorFlow (ONNX would count a negative begin from the end, and clamp)."""
     begin = em.i64(ins[1], op.inputs[1].dtype)
     size = em.i64(ins[2], op.inputs[2].dtype)
     to_end = em.node("Equal", [size, em.const(-1, np.int64)])  # size -1: to the end
+    dims = em.node("Shape", [ins[0]])
+    room = em.node("Sub", [dims, begin])
+    bad = em.node("Or", [
+        em.node("Or", [em.node("Less", [begin, em.const(0, np.int64)]),
+                       em.node("Greater", [begin, dims])]),
+        em.node("And", [em.node("Not", [to_end]),
+                        em.node("Or", [em.node("Less", [size, em.const(0, np.int64)]),
+                                       em.node("Greater", [size, room])])])])
+    begin = em.node("Add", [begin, em.fail_if(bad, int64)])
     end = em.node("Where", [to_end, em.const(INT64_MAX, np.int64), em.node("Add", [begin, size])])
     return [em.node("Slice", [ins[0], begin, end])]
 
