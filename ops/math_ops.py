@@ -12,6 +12,8 @@ from graphflow.errors import InvalidArgumentError
 from graphflow.registry import TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
 
+from . import gpu_math
+
 SIGNED_NUMBER_TYPES = tuple(t for t in NUMBER_TYPES if not t.is_unsigned)
 
 #: Outputs of at least this many elements are written into a buffer from the plan's
@@ -41,7 +43,8 @@ def _first_conflict(x: TensorShape, y: TensorShape) -> tuple[int, int]:
     return 0, 0  # pragma: no cover
 
 
-def _binary(name: str, fn, types, doc: str, out: str = "T", aliases=()):
+def _binary(name: str, fn, types, doc: str, out: str = "T", aliases=(), gpu_fn=None):
+    """``gpu_fn(xp, x, y)``, when given, replaces ``fn`` on a GPU (ops/gpu_math.py)."""
     op = register_op(name, inputs=["x: T", "y: T"], outputs=[f"z: {out}"],
                      attrs={"T": TypeAttr(types)}, doc=doc, aliases=aliases)
 
@@ -64,6 +67,8 @@ def _binary(name: str, fn, types, doc: str, out: str = "T", aliases=()):
         elif x.size * y.size * x.itemsize > (ctx.memory_limit or 0):
             check_broadcast(ctx, out_dtype or x.dtype, x, y)
         try:
+            if gpu_fn is not None and ctx.xp is not np:
+                return gpu_fn(ctx.xp, x, y)
             return _fn(x, y)  # numpy ufuncs dispatch to cupy for device arrays
         except ValueError:  # numpy's (and cupy's) word for shapes that do not broadcast
             raise incompatible_shapes(x, y) from None
@@ -116,7 +121,7 @@ Add = _binary("Add", _add, NUMBER_TYPES + (string,), "x + y (strings concatenate
 Sub = _binary("Sub", np.subtract, NUMBER_TYPES, "x - y.", aliases=("subtract",))
 Mul = _binary("Mul", np.multiply, NUMBER_TYPES, "x * y.", aliases=("multiply",))
 RealDiv = _binary("RealDiv", _real_div, FLOAT_TYPES + COMPLEX_TYPES, "x / y for real and complex "
-                  "floats.", aliases=("divide", "truediv"))
+                  "floats.", aliases=("divide", "truediv"), gpu_fn=gpu_math.divide)
 Maximum = _binary("Maximum", np.maximum, REAL_NUMBER_TYPES, "max(x, y) element-wise.")
 Minimum = _binary("Minimum", np.minimum, REAL_NUMBER_TYPES, "min(x, y) element-wise.")
 Equal = _binary("Equal", np.equal, ALL_TYPES, "x == y element-wise.", out="bool")

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
+import graphflow as gf
 from graphflow.ops import gpu_index, scatter_ops
 
 from gpu_devices import GPU_KINDS
@@ -100,3 +101,29 @@ def _scatter_reversed(xp, out, offsets, rows, op, deterministic):
 def test_a_broken_gpu_kernel_is_caught(breakage, fetches) -> None:
     with breakage, pytest.raises(AssertionError):
         check_graph(GraphSpec(SPEC.nodes, fetches), gpu="simulated")
+
+
+# -- float32 subnormals on a CUDA device ---------------------------------------------------------
+def test_a_flushed_float32_subnormal_passes_on_cuda_alone() -> None:
+    """Found on an H200 (seed 3): Cast(float32 1.4e-45 -> complex128) gave 0, cupy's kernels
+    being compiled with -ftz=true. Only a "cuda" run accepts that zero, and only for a
+    value under float32's smallest normal."""
+    from .check import assert_same
+    want = np.array([1.401298464324817e-45 + 0j, 2.0 + 0j, -1e-39 + 1e-40j], np.complex128)
+    flushed = np.array([0j, 2.0 + 0j, complex(-0.0, 0.0)], np.complex128)
+    assert_same(flushed, want, "cuda", flushes=True)
+    with pytest.raises(AssertionError):
+        assert_same(flushed, want, "emulated")
+    with pytest.raises(AssertionError):  # a normal value never becomes a zero
+        assert_same(np.array([0.0], np.float32), np.array([1.2e-38], np.float32), "cuda",
+                    flushes=True)
+
+
+@pytest.mark.parametrize("kind", GPU_KINDS)
+def test_the_h200_subnormal_cast_graph_passes(kind) -> None:
+    """The cast of the failing graph, on every GPU kind."""
+    check_graph(GraphSpec([
+        Node("Const", value=np.array([2.0, np.nan, 1.401298464324817e-45, -1.4e-44, np.inf],
+                                     _F32)),
+        Node("Cast", (Ref(0),), {"DstT": gf.complex128}),
+    ], fetches=[Ref(1)]), gpu=kind)

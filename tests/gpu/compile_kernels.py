@@ -16,6 +16,7 @@ import cupy
 from cupy.cuda import nvrtc
 
 import graphflow.ops.gpu_index as gpu_index
+import graphflow.ops.gpu_math as gpu_math
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))
 from cuda_emulator import (C_TYPES, ElementwiseKernel, cupy_on_cpu,  # noqa: E402
@@ -39,7 +40,7 @@ def compile_log(source: str) -> str | None:
     """None when ``source`` compiles, else NVRTC's log."""
     program = nvrtc.createProgram(source, "kernel.cu", [], [])
     try:
-        nvrtc.compileProgram(program, ["-arch=compute_90", "-std=c++17",
+        nvrtc.compileProgram(program, ["-arch=compute_90", "-std=c++17", "--fmad=false",
                                        *(f"-I{p}" for p in INCLUDES)])
         return None
     except nvrtc.NVRTCError:
@@ -52,7 +53,8 @@ def main() -> int:
     checks = [("locate", gpu_index._locate_kernel(xp), ["int16", "uint16", "int32", "int64"]),
               ("gather", gpu_index._gather_kernel(xp), list(C_TYPES)),
               ("last writer", gpu_index._last_writer_kernel(xp), ["int64"]),
-              ("store winners", gpu_index._store_winners_kernel(xp), list(C_TYPES))]
+              ("store winners", gpu_index._store_winners_kernel(xp), list(C_TYPES)),
+              ("complex divide", gpu_math._divide_kernel(xp), ["complex64", "complex128"])]
     for op, types in (("add", gpu_index.ATOMIC_ADD_TYPES),
                       ("min", gpu_index.ATOMIC_MINMAX_TYPES),
                       ("max", gpu_index.ATOMIC_MINMAX_TYPES)):
