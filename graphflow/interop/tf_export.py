@@ -52,6 +52,7 @@ class _Writer:
         self.taken = {op.name for op in graph.operations()}
         self.refs: dict[Output, str] = {}        # graphflow output -> TF tensor reference
         self.tf_types: dict[str, Any] = {}       # TF tensor reference -> DType or _RESOURCE
+        self.consts: dict[tuple, str] = {}       # lowerings' small constants, shared
 
     # -- names -------------------------------------------------------------------------
     def fresh(self, name: str) -> str:
@@ -90,12 +91,20 @@ class _Writer:
         return refs
 
     def const(self, name: str, value: np.ndarray, device: str = "") -> str:
-        """A Const node holding ``value``; returns its reference."""
+        """A Const node holding ``value`` for a lowering; returns its reference. Small
+        values are written once per device and shared (lowerings use the same few)."""
         value = np.asarray(value)
         dtype = dtype_of_array(value)
-        return self.node(self.fresh(name), "Const", [], {
+        key = (device, dtype, value.shape, value.tobytes() if dtype.kind != "string"
+               else tuple(value.ravel().tolist())) if value.size <= 16 else None
+        if key is not None and key in self.consts:
+            return self.consts[key]
+        ref = self.node(self.fresh(name), "Const", [], {
             "value": ("tensor", value), "dtype": ("type", dtype)},
             device, outputs=[(dtype, TensorShape(value.shape))])[0]
+        if key is not None:
+            self.consts[key] = ref
+        return ref
 
     def attr(self, kind: str, value: Any, node: str, op_type: str, key: str):
         """One attr as an AttrValue; in strict mode a value TF cannot hold is an error,
