@@ -379,7 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "every placeholder the outputs need)")
     convert.add_argument("--output", action="append", default=[], metavar="NAME[:i]",
                          help="ONNX: a tensor the model computes (repeatable; default: every "
-                         "tensor no node consumes)")
+                         "tensor no node consumes, but placeholders, constants and stateful "
+                         "ops)")
     convert.add_argument("--opset", type=int, metavar="N", help="ONNX opset (default 18)")
     convert.add_argument("-f", "--force", action="store_true", help="overwrite OUT")
     convert.set_defaults(func=_cmd_convert, parser=convert)
