@@ -169,3 +169,23 @@ def test_big_initial_values_go_only_to_their_variables_worker(dask_client):
     np.testing.assert_array_equal(got_small, np.ones(3))
     initial = scope.graph.operation(v.initializer.inputs[1].op.name)
     np.testing.assert_array_equal(initial.attrs["value"], start)  # not modified
+
+
+def test_variable_homes_do_not_keep_their_graph_alive():
+    """The per-graph homes cache holds names, not ops (ops hold their graph, which
+    then never left the weak cache, nor the cluster: its plugin goes when it dies)."""
+    import gc
+    import weakref
+
+    from graphflow.runtime.distributed.plan import variable_homes_of
+    from graphflow.runtime.passes import prune
+    scope = gf.Scope(gf.Graph())
+    v = scope.with_device(W1).variable(np.zeros(2, np.float32), name="v")
+    read = scope.with_device(W1).read_variable_op(v.handle, dtype=gf.float32)
+    homes = variable_homes_of(scope.graph, prune([read], set()))
+    assert [(op.name, str(t)) for op, t in homes.items()] == [("v", W1.replace(
+        "task", "replica:0/task"))]
+    graph = weakref.ref(scope.graph)
+    del scope, v, read, homes
+    gc.collect()
+    assert graph() is None

@@ -115,8 +115,11 @@ class ClusterSession:
                 self._commits_done.notify_all()
 
     def close(self, timeout: float = 10.0) -> None:
-        """Wait (at most ``timeout`` seconds) for the commits of this Session's runs on
-        the workers that are still there."""
+        """Wait (at most ``timeout`` seconds) for the commits and rollbacks of this
+        Session's runs on the workers that are still there (none if its Client was
+        closed: they cannot finish)."""
+        if self.view.client.status not in ("running", "connecting"):
+            return
         deadline = time.monotonic() + timeout
         with self._commits_done:
             while self._commits and time.monotonic() < deadline:
@@ -530,7 +533,9 @@ def _spec(stage: Stage, graph: tuple[str, int], sources: tuple,
     return StageSpec(key, *fields)
 
 
-_homes: "weakref.WeakKeyDictionary[Graph, dict[Operation, Task]]" = weakref.WeakKeyDictionary()
+#: per graph: the home of each variable handle, by op name (names, not the ops: a value
+#: that held the graph's ops would keep the graph alive in this weak dictionary)
+_homes: "weakref.WeakKeyDictionary[Graph, dict[str, Task]]" = weakref.WeakKeyDictionary()
 _homes_lock = threading.Lock()
 
 
@@ -539,9 +544,11 @@ def variable_homes_of(graph: Graph, ops: Sequence[Operation]) -> dict[Operation,
     every run and Session of it (tasks.py)."""
     with _homes_lock:
         known = _homes.setdefault(graph, {})
-        if any(op.type == "VarHandleOp" and op not in known for op in ops):
-            known.update(variable_homes(graph.operations(), known))
-        return {op: known[op] for op in ops if op in known}
+        if any(op.type == "VarHandleOp" and op.name not in known for op in ops):
+            fixed = {graph.operation(name): task for name, task in known.items()}
+            known.update((op.name, task) for op, task in
+                         variable_homes(graph.operations(), fixed).items())
+        return {op: known[op.name] for op in ops if op.name in known}
 
 
 def _check_tasks_exist(task_of: dict[Operation, Task], view: ClusterView) -> None:
