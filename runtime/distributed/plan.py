@@ -2,19 +2,23 @@
 into stages (tasks.py, stages.py), run as one pinned dask task per stage.
 
 Per run: resolve each task's worker (ClusterView), check that no worker holding
-variables restarted, send big feeds straight to the workers that read them
-(``scatter(direct=True)``), submit the stages in order, each pinned to its worker
-(``workers=[address]``, ``allow_other_workers=False``, ``pure=False``, a key unique
-to the run and stage) with its upstream stages' futures as arguments (values move
-worker to worker), wait while watching the workers, then:
+variables restarted, send big feeds (and big initial values) straight to the workers
+that read them (``scatter(direct=True)``), for a run that writes on several tasks
+submit its chain of lock tasks (its write locks, task after task), submit the stages
+in order, each pinned to its worker (``workers=[address]``,
+``allow_other_workers=False``, ``pure=False``, a key unique to the run and stage)
+with its upstream stages' futures as arguments (values move worker to worker), wait
+while watching the workers, then:
 
 - every stage succeeded: gather the fetches (``gather(direct=True)``) and tell the
-  workers that wrote to commit (drop the run's undo journal; the run does not wait,
-  the Session holds the futures until done and close() waits for them);
+  workers that wrote to commit (drop the run's undo journal, free its write locks;
+  the run does not wait, the Session holds the futures until done and close() waits
+  for them);
 - a stage failed or a worker left: cancel what has not started, have the workers
-  that wrote roll the run back (restore its journal, the last write first), and
-  raise the error as the user's OpError class, naming the node, its full device
-  and where it was built; a worker that left is an UnavailableError.
+  that wrote roll the run back (restore its journal, the last write first, then free
+  its locks; never given up while the client lives), and raise the error as the
+  user's OpError class, naming the node, its full device and where it was built; a
+  worker that left is an UnavailableError.
 """
 from __future__ import annotations
 

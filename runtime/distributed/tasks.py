@@ -128,7 +128,8 @@ def _requested(op: Operation, strict: bool) -> Task | None:
         return None
 
 
-def variable_homes(ops: Sequence[Operation], known: Mapping[Operation, Task]) -> dict[Operation, Task]:
+def variable_homes(ops: Sequence[Operation],
+                   known: Mapping[Operation, Task]) -> dict[Operation, Task]:
     """The task of every VarHandleOp of ``ops`` (a whole graph, topological order):
     those of ``known`` keep theirs; another one goes where it is requested, else where
     the first of its ops that requests a task is (TensorFlow's colocation group takes
