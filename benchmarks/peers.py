@@ -32,7 +32,7 @@ from typing import Callable
 import numpy as np
 
 #: Peers whose columns ``--peers`` adds, in table order.
-PEERS = ("jax", "tensorflow")
+PEERS = ("jax", "tensorflow", "tf1")
 INSTALL_HINT = "pip install '.[peers]'"
 
 
@@ -163,7 +163,30 @@ def _jax_add_wide(jax, width):
 
 _COMBINE_TEXT = {"set": "set", "add": "add", "sub": "add(-u)", "max": "max", "min": "min"}
 
+def _jax_sgd_step(jax):
+    """The W8 step as JAX users write it: one jitted function of (table, ids, target)
+    returning the new table (donated: updated in place) and the loss."""
+    from .workloads import SGD_RATE, sgd_table
+    jnp = jax.numpy
+
+    def step(table, ids, target):
+        def loss_of(rows):
+            d = rows * jnp.float32(0.5) - target
+            return jnp.sum(d * d)
+        loss, grad = jax.value_and_grad(loss_of)(table[ids])
+        return table.at[ids].add(-jnp.float32(SGD_RATE) * grad), loss
+    jitted = jax.jit(step, donate_argnums=0)
+    state = [jax.device_put(sgd_table())]
+
+    def run(ids, target):
+        state[0], loss = jitted(state[0], ids, target)
+        return loss
+    return run
+
+
 JAX_FORMS: dict[str, Formulation] = {
+    "sgd_step": Formulation("jax.jit(step, donate_argnums=0): table[ids], value_and_grad, "
+                            "table.at[ids].add(-lr * g)", _jax_sgd_step, compiled=False),
     "scatter_nd": Formulation("jnp.zeros(shape).at[tuple(i.T)].add(u)", _jax_scatter_nd),
     "scatter_nd_constant": Formulation(
         "constants in the jitted function: jnp.zeros(shape).at[tuple(i.T)].add(u)",
@@ -270,7 +293,39 @@ def _tf_add_wide(tf, width):
     return lambda x: [tf.add(x, x) for _ in range(width)]
 
 
+def _tf_sgd_step(tf):
+    from .workloads import SGD_RATE, sgd_table
+    table = tf.Variable(sgd_table())
+
+    @tf.function(jit_compile=False)
+    def step(ids, target):
+        with tf.GradientTape() as tape:
+            d = tf.gather(table, ids) * 0.5 - target
+            loss = tf.reduce_sum(d * d)
+        grad = tape.gradient(loss, table)  # IndexedSlices
+        table.scatter_sub(tf.IndexedSlices(SGD_RATE * grad.values, grad.indices))
+        return loss
+    return step
+
+
+def _tf_mixed_chain(tf, groups):
+    from .workloads import CHAIN_ORDER, CHAIN_ROWS
+
+    def chain(x):
+        h = x
+        for _ in range(groups):
+            h = (h + 1.0) * 0.5
+            h = tf.tensor_scatter_nd_add(h, CHAIN_ROWS, tf.ones([2]))
+            h = tf.reshape(tf.gather_nd(h, CHAIN_ORDER), [64])
+        return h
+    return chain
+
+
 TF_FORMS: dict[str, Formulation] = {
+    "sgd_step": Formulation("tf.function: GradientTape over tf.gather(table, ids), "
+                            "table.scatter_sub(lr * IndexedSlices)", _tf_sgd_step,
+                            compiled=False),
+    "mixed_chain": Formulation("the same chain in a tf.function", _tf_mixed_chain),
     "scatter_nd": Formulation("tf.scatter_nd(i, u, shape)", _tf_scatter_nd),
     "scatter_nd_constant": Formulation("constants in the tf.function: tf.scatter_nd(i, u, shape)",
                                        _tf_scatter_nd_constant,
@@ -406,9 +461,100 @@ class TensorFlowPeer(Peer):
         return result.numpy()
 
 
+# --- TensorFlow 1.x graph mode: the natural anchor for per-call cost -----------------------
+def _tf1_callable(tf, build):
+    """``build(tf1)`` makes (fetch, placeholders) in a new tf.Graph; the result is
+    ``Session.make_callable(fetch, feed_list=placeholders)``, after the initializers."""
+    tf1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        fetch, feeds = build(tf1)
+        init = tf1.global_variables_initializer()
+    sess = tf1.Session(graph=graph)
+    sess.run(init)
+    return sess.make_callable(fetch, feed_list=feeds)
+
+
+def _tf1_scatter_nd(tf, shape):
+    def build(tf1):
+        i, u = tf1.placeholder(tf.int32, [4, 1]), tf1.placeholder(tf.int32, [4])
+        return tf.scatter_nd(i, u, shape), [i, u]
+    return _tf1_callable(tf, build)
+
+
+def _tf1_scatter_nd_constant(tf, indices, updates, shape):
+    return _tf1_callable(tf, lambda tf1: (tf.scatter_nd(indices, updates, shape), []))
+
+
+def _tf1_sgd_step(tf):
+    from .workloads import SGD_RATE, SGD_WIDTH, sgd_table
+
+    def build(tf1):
+        table = tf1.get_variable("table", initializer=sgd_table(), use_resource=True)
+        ids = tf1.placeholder(tf.int32, [None])
+        target = tf1.placeholder(tf.float32, [None, SGD_WIDTH])
+        d = tf.gather(table, ids) * 0.5 - target
+        loss = tf.reduce_sum(d * d)
+        train = tf1.train.GradientDescentOptimizer(SGD_RATE).minimize(loss)
+        return [train, loss], [ids, target]
+    step = _tf1_callable(tf, build)
+    return lambda ids, target: step(ids, target)[1]
+
+
+def _tf1_mixed_chain(tf, groups):
+    def build(tf1):
+        x = tf1.placeholder(tf.float32, [64])
+        return _tf_mixed_chain(tf, groups)(x), [x]
+    return _tf1_callable(tf, build)
+
+
+def _tf1_add_chain(tf, length):
+    def build(tf1):
+        x = tf1.placeholder(tf.float32, [4])
+        return _tf_add_chain(tf, length)(x), [x]
+    return _tf1_callable(tf, build)
+
+
+def _tf1_add_wide(tf, width):
+    def build(tf1):
+        x = tf1.placeholder(tf.float32, [4])
+        return _tf_add_wide(tf, width)(x), [x]
+    return _tf1_callable(tf, build)
+
+
+TF1_FORMS: dict[str, Formulation] = {
+    "scatter_nd": Formulation("tf.scatter_nd(i, u, shape), i and u placeholders",
+                              _tf1_scatter_nd, compiled=False),
+    "scatter_nd_constant": Formulation("tf.scatter_nd of constants", _tf1_scatter_nd_constant,
+                                       compiled=False),
+    "sgd_step": Formulation("GradientDescentOptimizer.minimize over tf.gather of a resource "
+                            "variable; fetch [train, loss]", _tf1_sgd_step, compiled=False),
+    "mixed_chain": Formulation("the same chain, x a placeholder", _tf1_mixed_chain,
+                               compiled=False),
+    "add_chain": Formulation("h = h + x, 100 times, x a placeholder", _tf1_add_chain,
+                             compiled=False),
+    "add_wide": Formulation("[x + x for _ in range(100)], x a placeholder", _tf1_add_wide,
+                            compiled=False),
+}
+
+
+class TensorFlow1Peer(TensorFlowPeer):
+    key = "tf1"
+    label = "TF 1.x Session"
+    how = ("TF 1.x: tf.compat.v1.Session.make_callable over placeholders (graph mode, "
+           "Grappler on), numpy inputs fed per call.")
+    forms = TF1_FORMS
+
+    def _place(self, inputs):
+        return list(inputs)
+
+    def _to_numpy(self, result):
+        return Peer._to_numpy(self, result)
+
+
 def load_peers() -> list[Peer]:
     """Every peer, installed or not (a missing one says so in its columns)."""
-    return [JaxPeer(), TensorFlowPeer()]
+    return [JaxPeer(), TensorFlowPeer(), TensorFlow1Peer()]
 
 
 #: How a peer's result can compare with graphflow's, best first.

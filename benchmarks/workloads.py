@@ -351,6 +351,104 @@ def w7_seed_latency(scale: float) -> list[Case]:
                  peer_params={"indices": indices, "updates": updates, "shape": (8,)})]
 
 
+def w7_fed(scale: float) -> list[Case]:
+    """W7 with its indices and updates fed, as a serving call gets them."""
+    g = gf.Graph()
+    s = gf.Scope(g)
+    i = s.placeholder(gf.int32, shape=[4, 1])
+    u = s.placeholder(gf.int32, shape=[4])
+    f = _session(g).make_callable(s.scatter_nd(i, u, [8]), [i, u])
+    idx, upd = np.array([[4], [3], [1], [7]], np.int32), np.array([9, 10, 11, 12], np.int32)
+
+    def base():
+        o = np.zeros(8, np.int32)
+        np.add.at(o, idx[:, 0], upd)
+        return o
+    np.testing.assert_array_equal(f(idx, upd), base())
+    return [Case("W7", "ScatterNd [8] <- 4, indices and updates fed", lambda: f(idx, upd), base,
+                 "zeros + np.add.at", per="call", peer_op="scatter_nd",
+                 peer_inputs=(idx, upd), peer_params={"shape": (8,)})]
+
+
+#: W8's model: a [100000, 64] float32 embedding table, batches of 32 ids.
+SGD_ROWS, SGD_WIDTH, SGD_BATCH, SGD_RATE = 100_000, 64, 32, 0.01
+
+
+def sgd_table() -> np.ndarray:
+    return np.random.default_rng(8).standard_normal((SGD_ROWS, SGD_WIDTH)).astype(np.float32)
+
+
+def w8_sparse_sgd_step(scale: float) -> list[Case]:
+    """A sparse training step as a new user writes it: fed ids of unknown length,
+    ``sparse_read``, a squared loss, GradientDescentOptimizer.minimize; fetch
+    [train, loss]. Every contender starts from the same table; the first call's loss
+    is what the peers are checked against."""
+    g = gf.Graph()
+    s = gf.Scope(g)
+    table = s.variable(sgd_table(), name="table")
+    ids = s.placeholder(gf.int32, shape=[None], name="ids")
+    target = s.placeholder(gf.float32, shape=[None, SGD_WIDTH], name="target")
+    d = s.sub(s.mul(table.sparse_read(ids), np.float32(0.5)), target)
+    loss = s.sum(s.mul(d, d), [0, 1])
+    train = gf.train.GradientDescentOptimizer(SGD_RATE).minimize(loss)
+    sess = _session(g)
+    sess.run(table.initializer)
+    step = sess.make_callable([train, loss], [ids, target])
+    rng = _rng()
+    batch = rng.integers(0, SGD_ROWS, SGD_BATCH).astype(np.int32)
+    goal = rng.standard_normal((SGD_BATCH, SGD_WIDTH)).astype(np.float32)
+    state = sgd_table()
+
+    def base():
+        rows = state[batch]
+        diff = rows * np.float32(0.5) - goal
+        grad = np.float32(2 * 0.5) * diff
+        np.subtract.at(state, batch, np.float32(SGD_RATE) * grad)
+        return np.float32((diff * diff).sum())
+    return [Case("W8", f"sparse SGD step: table [{SGD_ROWS},{SGD_WIDTH}], {SGD_BATCH} ids fed",
+                 lambda: step(batch, goal)[1], base, "numpy: gather, loss, np.subtract.at",
+                 per="call", peer_op="sgd_step", peer_inputs=(batch, goal))]
+
+
+def mixed_chain_graph(groups: int):
+    """W9's chain: per group Add, Mul, TensorScatterAdd of 2 rows into [64], GatherNd of
+    64 rows and Reshape: 5 small nodes no rewrite fuses across."""
+    g = gf.Graph()
+    s = gf.Scope(g)
+    x = s.placeholder(gf.float32, shape=[64])
+    h = x
+    for _ in range(groups):
+        h = s.mul(s.add(h, np.float32(1)), np.float32(0.5))
+        h = s.tensor_scatter_add(h, CHAIN_ROWS, np.ones(2, np.float32))
+        h = s.reshape(s.gather_nd(h, CHAIN_ORDER), [64])
+    return g, x, h
+
+
+CHAIN_ROWS = np.array([[3], [17]], np.int32)
+CHAIN_ORDER = np.arange(64, dtype=np.int32)[::-1].reshape(64, 1).copy()
+
+
+def w9_mixed_chain(scale: float) -> list[Case]:
+    groups = 200
+    g, x, h = mixed_chain_graph(groups)
+    f = _session(g).make_callable(h, [x])
+    v = np.linspace(-1, 1, 64).astype(np.float32)
+    order = CHAIN_ORDER[:, 0]
+
+    def base():
+        a = v
+        for _ in range(groups):
+            a = (a + np.float32(1)) * np.float32(0.5)
+            np.add.at(a, CHAIN_ROWS[:, 0], np.float32(1))
+            a = a[order]
+        return a
+    np.testing.assert_array_equal(f(v), base())
+    return [Case("W9", f"chain of {5 * groups} small mixed nodes (Add, Mul, TensorScatterAdd, "
+                 "GatherNd, Reshape)", lambda: f(v), base, "numpy loop", per="node",
+                 units=5 * groups, peer_op="mixed_chain", peer_inputs=(v,),
+                 peer_params={"groups": groups})]
+
+
 def t1_tracing_overhead(scale: float) -> list[Case]:
     """Tracing off costs nothing: ``sess.run`` with ``RunOptions(trace=False)``
     against ``sess.run`` without options (ratio ~1.00), and what tracing on
@@ -395,5 +493,6 @@ def t1_tracing_overhead(scale: float) -> list[Case]:
 WORKLOADS = {
     "W1": w1_scatter_nd_elements, "W2": w2_scatter_nd_slices, "W3": w3_tensor_scatter,
     "W4": w4_gather_nd, "W5": w5_partition_stitch, "W6": w6_executor_overhead,
-    "W7": w7_seed_latency, "T1": t1_tracing_overhead,
+    "W7": w7_seed_latency, "W7F": w7_fed, "W8": w8_sparse_sgd_step, "W9": w9_mixed_chain,
+    "T1": t1_tracing_overhead,
 }

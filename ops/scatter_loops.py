@@ -70,6 +70,38 @@ def _add_rows(out, offsets, rows, subtract):
 
 
 @kernel
+def _add_column_checked(out, column, values, bound, subtract):
+    """out[column[i]] += values[i] (-= with ``subtract``) in index order, for 1-D ``out``
+    and a column of indices of any integer dtype, each checked against ``bound`` before
+    anything is written: False (nothing written) when one is out of bounds."""
+    n = column.shape[0]
+    for i in range(n):
+        if column[i] < 0 or column[i] >= bound:
+            return False
+    for i in range(n):
+        o = U(column[i])
+        if subtract:
+            out[o] -= values[i]
+        else:
+            out[o] += values[i]
+    return True
+
+
+def checked_column_adder(op: str, dtype: np.dtype):
+    """``add(out, indices, values) -> bool`` for 1-D single-element scatters ("add" or
+    "sub") of a dtype numba compiles (see :func:`_add_column_checked`); None otherwise.
+    One compiled call validates and writes: what a small fed scatter costs."""
+    if op not in ("add", "sub") or not can_combine(op, dtype) or np.dtype(dtype).kind == "b":
+        return None
+    subtract = op == "sub"
+
+    def add(out, indices, values) -> bool:
+        return _add_column_checked(out.reshape(-1), indices.reshape(-1), values.reshape(-1),
+                                   out.size, subtract)
+    return add
+
+
+@kernel
 def _min_max_rows(out, offsets, rows, maximum):
     """Eigen's min/max (max with ``maximum``) in index order: an update replaces the current
     value only when strictly smaller (larger), so a NaN update never wins, a NaN already

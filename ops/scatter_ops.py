@@ -494,7 +494,7 @@ def _locator(spec, i: int, dims: tuple, attrs) -> Callable | None:
         flat = indices.reshape(-1)
         if flat.size and int(flat.view(unsigned).max()) >= bound:
             return None
-        return flat.astype(np.int64)
+        return flat
     return locate_column
 
 
@@ -513,16 +513,60 @@ def _prepare_scatter_nd(spec):
     if locate is None or dtype == object or _too_big(spec.ctx, dims, dtype):
         return None
     rows_shape, slice_size = layout[1:]
+    write = _row_writer("add", dtype, rows_shape, slice_size)
+    small = math.prod(dims) * dtype.itemsize < _SMALL_BYTES
+    column = _column_adder(spec, 0, dims, layout, "add", dtype)
+    if column is not None:
+        def lean_column(ctx, indices, updates, shape_):
+            out = np.zeros(dims, dtype) if small else ctx.zeros(dims, dtype)
+            if column(out, indices, updates):
+                return out
+            return _scatter_nd(ctx, indices, updates, shape_)  # a bad index: its error
+        return lean_column
 
     def lean(ctx, indices, updates, shape_):
         offsets = locate(indices)
         if offsets is None:
             return _scatter_nd(ctx, indices, updates, shape_)
-        out = ctx.zeros(dims, dtype)
-        scatter_loops.scatter(out.reshape(-1, slice_size), offsets,
-                              updates.reshape(rows_shape), "add")
+        out = np.zeros(dims, dtype) if small else ctx.zeros(dims, dtype)
+        write(out, offsets, updates)
         return out
     return lean
+
+
+#: Below this, an output is a plain new array (the plan's buffer pool is for big ones).
+_SMALL_BYTES = 1 << 16
+#: Up to this many single-element updates, numpy's ``ufunc.at`` beats a compiled call.
+_FEW_UPDATES = 256
+
+
+def _column_adder(spec, i: int, dims: tuple, layout: tuple, op: str, dtype: np.dtype):
+    """For fed indices into a 1-D scatter of single elements (+ or -): one compiled call
+    that checks every index, then writes (scatter_loops.checked_column_adder)."""
+    depth, _, slice_size = layout
+    if spec.value(i) is not None or depth != 1 or slice_size != 1 or len(dims) != 1 \
+            or spec.attrs.get("bad_indices_policy", "") == "IGNORE":
+        return None
+    return scatter_loops.checked_column_adder(op, dtype)
+
+
+def _row_writer(op: str, dtype: np.dtype, rows_shape: tuple, slice_size: int) -> Callable:
+    """``write(out, offsets, updates)``: the scatter of validated ``offsets`` (any integer
+    dtype) as the compiled loops do it. A few single-element sums go through numpy's
+    ``ufunc.at``, which is sequential too (the same order, the same bits) and costs less
+    than a compiled call at that size."""
+    if op in ("add", "sub") and slice_size == 1 and rows_shape[0] <= _FEW_UPDATES \
+            and dtype.kind in "iuf":
+        at = np.add.at if op == "add" else np.subtract.at
+
+        def few(out, offsets, updates):
+            at(out.reshape(-1), offsets, updates.reshape(-1))
+        return few
+
+    def rows(out, offsets, updates):
+        scatter_loops.scatter(out.reshape(-1, slice_size), offsets,
+                              updates.reshape(rows_shape), op)
+    return rows
 
 
 def _too_big(ctx, dims, dtype) -> bool:
@@ -582,6 +626,15 @@ def _tensor_scatter_op(name: str, op: str, kernel_types: tuple, index_types: tup
         if locate is None:
             return None
         rows_shape, slice_size = layout[1:]
+        write = _row_writer(op, spec.dtype(0), rows_shape, slice_size)
+        column = _column_adder(spec, 1, dims, layout, op, spec.dtype(0))
+        if column is not None:
+            def lean_column(ctx, tensor, indices, updates):
+                out = ctx.forward_or_copy(0, tensor)
+                if column(out, indices, updates):  # checks every index, then writes
+                    return out
+                return _kernel(ctx, tensor, indices, updates)  # nothing written: its error
+            return lean_column
 
         def lean(ctx, tensor, indices, updates):
             offsets = locate(indices)
@@ -590,8 +643,7 @@ def _tensor_scatter_op(name: str, op: str, kernel_types: tuple, index_types: tup
             out = ctx.forward_or_copy(0, tensor)
             if not out.flags.c_contiguous:
                 out = np.ascontiguousarray(out)
-            scatter_loops.scatter(out.reshape(-1, slice_size), offsets,
-                                  updates.reshape(rows_shape), op)
+            write(out, offsets, updates)
             return out
         return lean
 

@@ -1,0 +1,116 @@
+"""Kernels specialized at plan time (``OpDef.prepare``): with the static shapes and
+constants a plan knows, the lean kernel gives the registered kernel's results and
+errors, for fed and constant indices, good and bad, duplicates included."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import graphflow as gf
+from graphflow.errors import InvalidArgumentError
+
+DTYPES = [np.float32, np.float64, np.int32, np.int64, np.uint8, np.float16]
+INDEX_SETS = {
+    "dups": np.array([[4], [3], [4], [0], [4]]),
+    "bad": np.array([[4], [8], [1], [-1], [2]]),
+    "rows": np.array([[1, 2], [0, 0], [1, 2], [3, 1], [0, 3]]),
+    "bad_rows": np.array([[1, 2], [0, 4], [1, 2], [3, 1], [0, 3]]),
+}
+
+
+def _run_both(build, feeds):
+    """The fetch of ``build(scope)`` with optimize on (lean kernels) and off."""
+    outcomes = []
+    for optimize in (True, False):
+        s = gf.Scope(gf.Graph())
+        fetch, placeholders = build(s)
+        with gf.Session(s.graph, gf.SessionConfig(optimize=optimize)) as sess:
+            try:
+                fed = dict(zip(placeholders, feeds))
+                outcomes.append(("ok", [sess.run(fetch, fed) for _ in range(2)][-1]))
+            except InvalidArgumentError as e:
+                outcomes.append(("error", (str(e).split("\n")[0], e.node_name)))
+    return outcomes
+
+
+def _assert_same(outcomes):
+    (kind_a, a), (kind_b, b) = outcomes
+    assert kind_a == kind_b, outcomes
+    if kind_a == "ok":
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    else:
+        assert a == b
+
+
+@pytest.mark.parametrize("fed", [True, False], ids=["fed", "constant"])
+@pytest.mark.parametrize("which", sorted(INDEX_SETS))
+@pytest.mark.parametrize("op", ["add", "sub", "update", "min", "max"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tensor_scatter_lean_equals_full(op, dtype, which, fed):
+    indices = INDEX_SETS[which].astype(np.int32)
+    depth = indices.shape[1]
+    shape = [8] if depth == 1 else [4, 4, 2]
+    updates = (np.arange(5 * int(np.prod(shape[depth:]))) % 7).astype(dtype).reshape(
+        [5] + shape[depth:])
+    tensor = (np.arange(int(np.prod(shape))) % 5).astype(dtype).reshape(shape)
+
+    def build(s):
+        t = s.placeholder(gf.as_dtype(dtype), shape=shape)
+        i = s.placeholder(gf.int32, shape=indices.shape) if fed else indices
+        y = getattr(s, f"tensor_scatter_{op}")(s.mul(t, np.ones((), dtype)), i, updates)
+        return y, [t] + ([i] if fed else [])
+    _assert_same(_run_both(build, [tensor] + ([indices] if fed else [])))
+
+
+@pytest.mark.parametrize("fed", [True, False], ids=["fed", "constant"])
+@pytest.mark.parametrize("which", sorted(INDEX_SETS))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scatter_nd_and_gather_nd_lean_equal_full(dtype, which, fed):
+    indices = INDEX_SETS[which].astype(np.int64)
+    depth = indices.shape[1]
+    shape = [8] if depth == 1 else [4, 4, 2]
+    updates = (np.arange(5 * int(np.prod(shape[depth:]))) % 7).astype(dtype).reshape(
+        [5] + shape[depth:])
+    params = np.arange(int(np.prod(shape))).astype(dtype).reshape(shape)
+
+    def build(s):
+        i = s.placeholder(gf.int64, shape=indices.shape) if fed else indices
+        u = s.placeholder(gf.as_dtype(dtype), shape=updates.shape)
+        p = s.placeholder(gf.as_dtype(dtype), shape=shape)
+        return [s.scatter_nd(i, u, shape), s.gather_nd(p, i)], [u, p] + ([i] if fed else [])
+    outcomes = _run_both(build, [updates, params] + ([indices] if fed else []))
+    (kind_a, a), (kind_b, b) = outcomes
+    assert kind_a == kind_b
+    if kind_a == "ok":
+        for x, y in zip(a, b):
+            assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
+    else:
+        assert a == b
+
+
+def test_a_bad_fed_index_writes_nothing_into_a_forwarded_buffer():
+    s = gf.Scope(gf.Graph())
+    t = s.placeholder(gf.float32, shape=[8])
+    i = s.placeholder(gf.int32, shape=[3, 1])
+    base = s.mul(t, 2.0)  # fresh: the scatter writes into it
+    y = s.tensor_scatter_add(base, i, np.ones(3, np.float32))
+    both = [y, s.neg(base)]
+    with gf.Session(s.graph) as sess:
+        with pytest.raises(InvalidArgumentError, match=r"indices\[2\] = \[8\]"):
+            sess.run(y, {t: np.ones(8, np.float32), i: [[0], [1], [8]]})
+        got = sess.run(y, {t: np.ones(8, np.float32), i: [[0], [0], [7]]})
+        assert got.tolist() == [4, 2, 2, 2, 2, 2, 2, 3]
+        assert sess.run(both, {t: np.ones(8, np.float32), i: [[0], [0], [7]]})[1].tolist() == \
+            [-2.0] * 8
+
+
+def test_the_plan_uses_the_lean_kernel():
+    from graphflow.runtime.steps import KernelStep
+    s = gf.Scope(gf.Graph())
+    i = s.placeholder(gf.int32, shape=[4, 1])
+    u = s.placeholder(gf.int32, shape=[4])
+    y = s.scatter_nd(i, u, [8])
+    with gf.Session(s.graph) as sess:
+        plan = sess._plan([y], [i, u])
+        (step,) = [st for st in plan.steps if isinstance(st, KernelStep)]
+        assert step.kernel().__name__.startswith("lean")
