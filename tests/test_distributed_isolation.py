@@ -157,11 +157,11 @@ def _set_orphan_grace(seconds):
 
 
 def test_a_slow_rollback_never_becomes_a_commit(scope, dask_client, monkeypatch):
-    """Task 0 (which wrote) is stopped when the run fails on task 1 (stopped until task
-    0 had written), past the client's rollback
-    timeout (0.2 s here): sess.run raises, and the rollback still runs once task 0 is
-    back, even after the workers' orphan grace (0.05 s here) has passed many times
-    (it dropped the journal as its client's: "its writes stay")."""
+    """Task 0 (which wrote) is busy with another task (its one thread) when the run
+    fails on task 1, past the client's rollback timeout (0.2 s here): sess.run
+    raises, and the rollback still runs once task 0 is free, though the workers'
+    orphan grace (0.05 s here) passed many times meanwhile (the client cancelled the
+    rollback and the worker dropped the journal as its client's: "its writes stay")."""
     from graphflow.runtime.distributed import plan
     monkeypatch.setattr(plan, "_ROLLBACK_TIMEOUT_S", 0.2)
     v = scope.with_device(W0).variable(np.zeros(4, np.float32), name="v")
@@ -172,7 +172,7 @@ def test_a_slow_rollback_never_becomes_a_commit(scope, dask_client, monkeypatch)
     try:
         with gf.Session(scope.graph, gf.SessionConfig(cluster=dask_client)) as sess:
             sess.run(v.initializer)
-            p0, p1 = _pid(dask_client, 0), _pid(dask_client, 1)
+            p1 = _pid(dask_client, 1)
             outcome = {}
 
             def run():
@@ -186,16 +186,16 @@ def test_a_slow_rollback_never_becomes_a_commit(scope, dask_client, monkeypatch)
             try:
                 runner.start()
                 time.sleep(0.5)  # task 0 wrote; task 1 holds the run
-                os.kill(p0, signal.SIGSTOP)
+                busy = dask_client.submit(time.sleep, 1.5, workers=[_workers(dask_client)[0]],
+                                          allow_other_workers=False, pure=False)
+                time.sleep(0.3)  # task 0's thread sleeps
             finally:
                 os.kill(p1, signal.SIGCONT)
-            try:
-                runner.join(10)
-                assert isinstance(outcome.get("error"), InvalidArgumentError), outcome
-                time.sleep(0.5)
-            finally:
-                os.kill(p0, signal.SIGCONT)
-            time.sleep(0.5)  # 10 orphan graces: the client lives, so nothing is dropped
+            runner.join(10)
+            assert isinstance(outcome.get("error"), InvalidArgumentError), outcome
+            assert not busy.done()  # sess.run gave up waiting before task 0 was free
+            busy.result()
+            time.sleep(0.3)  # the orphan grace passed again: the client lives
             np.testing.assert_array_equal(sess.run(v.read()), np.zeros(4))
             sess.run(add)
             np.testing.assert_array_equal(sess.run(v.read()), np.ones(4))
