@@ -117,13 +117,23 @@ def scatter(xp, out, offsets, rows, op: str, deterministic: bool) -> None:
     if flat.dtype.kind == "c" and op == "add" and not deterministic:
         real = np.dtype(f"f{flat.dtype.itemsize // 2}")  # real and imaginary parts: two adds
         flat, values, slice_size = flat.view(real), values.view(real), 2 * slice_size
-    if op == "update":  # the last writer in index order stores: deterministic as it is
+    if op == "update" and flat.dtype.itemsize <= 4 and n < PACKED_ROWS:
+        # (row + 1, value bits) packed in one int64: one atomic max per element keeps the
+        # last writer's value, and one coalesced pass moves the winners' bits to out
+        table = xp.zeros(len(flat), np.int64)
+        _packed_claim_kernel(xp)(offsets, values, slice_size, table, size=len(values))
+        _packed_store_kernel(xp)(table, flat)
+    elif op == "update":  # the last writer in index order stores: deterministic as it is
         last = last_writers_table(xp, offsets, len(flat) // slice_size)
         _store_winners_kernel(xp)(offsets, last, values, slice_size, flat)
     elif deterministic or not _has_atomic(op, flat.dtype):
         _segmented(xp, flat, offsets, values, slice_size, op)
     else:
         _atomic_kernel(xp, op)(offsets, values, slice_size, flat)
+
+
+#: "update" packs (row + 1) << 32 | bits into an int64 for fewer rows than this
+PACKED_ROWS = 2**31 - 1
 
 
 def _has_atomic(op: str, dtype: np.dtype) -> bool:
@@ -185,7 +195,37 @@ def gather(xp, source, offsets, out) -> None:
     _gather_kernel(xp)(offsets, source.reshape(-1), out.shape[1], out.reshape(-1))
 
 
+# -- partition ----------------------------------------------------------------------------------
+def two_way_partition(xp, rows, ids, zeros: int):
+    """The rows ``[n, ...]`` whose id (0 or 1) is 0, then those whose id is 1, each in
+    order: a row's place is its count among the rows of its id before it, read off one
+    running count of the ones (``zeros``: how many ids are 0)."""
+    n = len(rows)
+    if on_host(xp) or n == 0:
+        return xp.concatenate([rows[ids == 0], rows[ids == 1]])
+    ones = xp.cumsum(ids.reshape(-1) == 1, dtype=np.int64)
+    out = xp.empty(rows.shape, rows.dtype)
+    slice_size = rows.size // n
+    if slice_size:
+        _two_way_kernel(xp)(ones, xp.ascontiguousarray(rows).reshape(-1), slice_size, zeros,
+                            out.reshape(-1), size=rows.size)
+    return out
+
+
 # -- CUDA kernels, compiled on first use ------------------------------------------------------
+#: the row and the element within it of thread i: no 64-bit division for slices of one
+_ROW = "(slice_size == 1 ? (long long)i : (long long)i / slice_size)"
+_ELEMENT = "(slice_size == 1 ? 0LL : (long long)i % slice_size)"
+
+
+def _source(body: str, **parts: str) -> str:
+    """A kernel body with ROW and ELEMENT (thread i's row and its element in the row;
+    no 64-bit division for slices of one element) and the named parts filled in."""
+    body = body.replace("ROW", _ROW).replace("ELEMENT", _ELEMENT)
+    for name, text in parts.items():
+        body = body.replace(name, text)
+    return body
+
 _ATOMIC_PREAMBLE = r"""
 // Eigen's min/max on floats: a NaN update never wins, a NaN already there stays.
 __device__ void gf_atomic_min(float* address, float value) {
@@ -253,7 +293,7 @@ def _locate_kernel(xp):
     into ``dims``), -1 when an index is outside [0, dim): as uint64 a negative one is huge."""
     return xp.ElementwiseKernel(
         "raw T tuples, raw int64 dims, int64 depth", "raw int64 offsets",
-        """
+        _source("""
         long long offset = 0, stride = 1;
         bool bad = false;
         for (long long c = depth - 1; c >= 0; --c) {
@@ -264,7 +304,7 @@ def _locate_kernel(xp):
           stride *= dim;
         }
         offsets[i] = bad ? -1LL : offset;
-        """,
+        """),
         "graphflow_locate")
 
 
@@ -272,13 +312,13 @@ def _locate_kernel(xp):
 def _atomic_kernel(xp, op: str):
     return xp.ElementwiseKernel(
         "raw int64 offsets, T value, int64 slice_size", "raw T out",
-        """
-        const long long slice = offsets[i / slice_size];
+        _source("""
+        const long long slice = offsets[ROW];
         if (slice >= 0) {
-          const long long target = slice * slice_size + i % slice_size;
+          const long long target = slice * slice_size + ELEMENT;
           APPLY
         }
-        """.replace("APPLY", _ATOMIC_STATEMENTS[op]),
+        """, APPLY=_ATOMIC_STATEMENTS[op]),
         f"graphflow_scatter_atomic_{op}", preamble=_ATOMIC_PREAMBLE)
 
 
@@ -291,10 +331,10 @@ def _last_writer_kernel(xp):
     """last[offsets[i]] = max(last[offsets[i]], i): T is int64 (the positions)."""
     return xp.ElementwiseKernel(
         "raw int64 offsets", "raw T last",
-        """
+        _source("""
         const long long slice = offsets[i];
         if (slice >= 0) CLAIM
-        """.replace("CLAIM", _LAST_WRITER_CLAIM),
+        """, CLAIM=_LAST_WRITER_CLAIM),
         "graphflow_last_writer")
 
 
@@ -303,12 +343,57 @@ def _store_winners_kernel(xp):
     """One thread per updated element; only the slot's last writer stores."""
     return xp.ElementwiseKernel(
         "raw int64 offsets, raw int64 last, T value, int64 slice_size", "raw T out",
-        """
-        const long long row = i / slice_size;
+        _source("""
+        const long long row = ROW;
         const long long slice = offsets[row];
-        if (slice >= 0 && last[slice] == row) out[slice * slice_size + i % slice_size] = value;
-        """,
+        if (slice >= 0 && last[slice] == row) out[slice * slice_size + ELEMENT] = value;
+        """),
         "graphflow_store_winners")
+
+
+#: the claim of an update: later rows compare larger, whatever their bits
+_PACKED_KEY = "(long long)(((unsigned long long)(row + 1) << 32) | bits)"
+
+
+@functools.cache
+def _packed_claim_kernel(xp):
+    """table[target] = max(table[target], (row + 1) << 32 | the value's bits): the last row
+    in index order wins each element (T of at most 4 bytes; T is the values' type)."""
+    return xp.ElementwiseKernel(
+        "raw int64 offsets, raw T values, int64 slice_size", "raw int64 table",
+        _source("""
+        const long long row = ROW;
+        const long long slice = offsets[row];
+        if (slice >= 0) {
+          const T value = values[i];
+          const void* at = &value;
+          const unsigned int bits =
+              sizeof(T) == 4 ? *static_cast<const unsigned int*>(at) :
+              sizeof(T) == 2 ? *static_cast<const unsigned short*>(at) :
+                               *static_cast<const unsigned char*>(at);
+          atomicMax(&table[slice * slice_size + ELEMENT], KEY);
+        }
+        """, KEY=_PACKED_KEY),
+        "graphflow_packed_claim")
+
+
+@functools.cache
+def _packed_store_kernel(xp):
+    """out[i] = the winner's value where an update claimed element i (little-endian: the
+    low bytes of the packed bits)."""
+    return xp.ElementwiseKernel(
+        "raw int64 table", "T out",
+        _source("""
+        const long long key = table[i];
+        if (key != 0) {
+          const unsigned int bits = (unsigned int)(key & 0xffffffffLL);
+          void* at = &out;
+          if (sizeof(T) == 4) *static_cast<unsigned int*>(at) = bits;
+          else if (sizeof(T) == 2) *static_cast<unsigned short*>(at) = (unsigned short)bits;
+          else *static_cast<unsigned char*>(at) = (unsigned char)bits;
+        }
+        """),
+        "graphflow_packed_store")
 
 
 @functools.cache
@@ -316,8 +401,8 @@ def _segmented_kernel(xp, op: str):
     return xp.ElementwiseKernel(
         "raw int64 order, raw int64 ordered, raw int64 starts, raw T values, "
         "int64 slice_size", "raw T out",
-        """
-        const long long run = i / slice_size, element = i % slice_size;
+        _source("""
+        const long long run = ROW, element = ELEMENT;
         const long long begin = starts[run], end = starts[run + 1];
         const long long slice = ordered[begin];
         if (slice >= 0) {
@@ -329,20 +414,35 @@ def _segmented_kernel(xp, op: str):
           }
           out[target] = acc;
         }
-        """.replace("FOLD", _FOLDS[op]),
+        """, FOLD=_FOLDS[op]),
         f"graphflow_scatter_segmented_{op}")
+
+
+@functools.cache
+def _two_way_kernel(xp):
+    """out[place of row] = rows[row]: a 1 in ``ones`` (the running count of the ones)
+    marks a one; a one goes after the ``zeros`` zeros."""
+    return xp.ElementwiseKernel(
+        "raw int64 ones, raw T rows, int64 slice_size, int64 zeros", "raw T out",
+        _source("""
+        const long long row = ROW;
+        const long long count = ones[row], before = row ? ones[row - 1] : 0;
+        const long long place = count != before ? zeros + count - 1 : row - count;
+        out[place * slice_size + ELEMENT] = rows[i];
+        """),
+        "graphflow_two_way_partition")
 
 
 @functools.cache
 def _gather_kernel(xp):
     return xp.ElementwiseKernel(
         "raw int64 offsets, raw T source, int64 slice_size", "T out",
-        """
-        const long long slice = offsets[i / slice_size];
-        out = slice >= 0 ? source[slice * slice_size + i % slice_size] : T(0);
-        """,
+        _source("""
+        const long long slice = offsets[ROW];
+        out = slice >= 0 ? source[slice * slice_size + ELEMENT] : T(0);
+        """),
         "graphflow_gather")
 
 
 __all__ = ["locate", "scatter", "gather", "last_writers", "last_writers_table",
-           "stable_argsort", "to_host", "on_host"]
+           "two_way_partition", "stable_argsort", "to_host", "on_host"]

@@ -114,7 +114,9 @@ def _dynamic_partition(ctx, data, partitions):
 @DynamicPartition.kernel("gpu", T=GPU_TYPES)
 def _dynamic_partition_gpu(ctx, data, partitions):
     """Partition sizes by one bincount (a bad id counts in an extra bin), one transfer of
-    the sizes, then a stable sort of the ids, one gather and views of the result."""
+    the sizes, then a stable sort of the ids, one gather and views of the result (two
+    partitions: a running count of the ones places every row, see
+    gpu_index.two_way_partition)."""
     k, xp = ctx.attrs["num_partitions"], ctx.xp
     _check_partition_shape(data, partitions)
     ids = partitions.reshape(-1)
@@ -127,6 +129,9 @@ def _dynamic_partition_gpu(ctx, data, partitions):
     rows = _partition_rows(ctx, data, partitions)
     if k == 1:
         return [rows.copy()]
+    if k == 2:  # a mask: one scan and one pass, no sort
+        ordered = gpu_index.two_way_partition(xp, rows, ids, int(sizes[0]))
+        return xp.split(ordered, [int(sizes[0])])
     ordered = rows[gpu_index.stable_argsort(xp, ids)]
     return xp.split(ordered, np.cumsum(sizes[:k - 1]).tolist())
 

@@ -13,6 +13,7 @@ import pathlib
 import sys
 
 import cupy
+import numpy as np
 from cupy.cuda import nvrtc
 
 import graphflow.ops.gpu_index as gpu_index
@@ -50,11 +51,14 @@ def compile_log(source: str) -> str | None:
 def main() -> int:
     xp = cupy_on_cpu  # its kernels keep their parts; NVRTC compiles them here
     ordered = [t for t in C_TYPES if not t.startswith("complex") and t != "bool"]
+    SMALL = [t for t in C_TYPES if t == "bool" or np.dtype(t).itemsize <= 4]  # noqa: N806
     checks = [("locate", gpu_index._locate_kernel(xp), ["int16", "uint16", "int32", "int64"]),
               ("gather", gpu_index._gather_kernel(xp), list(C_TYPES)),
               ("last writer", gpu_index._last_writer_kernel(xp), ["int64"]),
               ("store winners", gpu_index._store_winners_kernel(xp), list(C_TYPES)),
-              ("complex divide", gpu_math._divide_kernel(xp), ["complex64", "complex128"])]
+              ("complex divide", gpu_math._divide_kernel(xp), ["complex64", "complex128"]),
+              ("packed claim", gpu_index._packed_claim_kernel(xp), SMALL),
+              ("packed store", gpu_index._packed_store_kernel(xp), SMALL)]
     for op, types in (("add", gpu_index.ATOMIC_ADD_TYPES),
                       ("min", gpu_index.ATOMIC_MINMAX_TYPES),
                       ("max", gpu_index.ATOMIC_MINMAX_TYPES)):

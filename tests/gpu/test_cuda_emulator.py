@@ -113,7 +113,8 @@ def test_gather_kernel_agrees_with_cpu(dtype):
 @pytest.fixture
 def fresh_kernels():
     caches = (gpu_index._atomic_kernel, gpu_index._segmented_kernel,
-              gpu_index._last_writer_kernel, gpu_index._locate_kernel)
+              gpu_index._last_writer_kernel, gpu_index._locate_kernel,
+              gpu_index._packed_claim_kernel)
     for cache in caches:
         cache.cache_clear()
     yield
@@ -125,6 +126,7 @@ def fresh_kernels():
     ("_ATOMIC_STATEMENTS", "max", "gf_atomic_min(&out[target], value);"),
     ("_ATOMIC_STATEMENTS", "add", "if (i % slice_size) atomicAdd(&out[target], value);"),
     ("_LAST_WRITER_CLAIM", "update", "if (i % 2) atomicMax(&last[slice], (T)i);"),
+    ("_PACKED_KEY", "update", "(long long)(((unsigned long long)(1) << 32) | bits)"),
     ("_FOLDS", "min", "if (!(acc <= u)) acc = u;"),  # a NaN update wins
 ])
 def test_a_planted_kernel_bug_is_caught(monkeypatch, fresh_kernels, table, op, planted):
@@ -132,7 +134,9 @@ def test_a_planted_kernel_bug_is_caught(monkeypatch, fresh_kernels, table, op, p
         monkeypatch.setitem(getattr(gpu_index, table), op, planted)
     else:
         monkeypatch.setattr(gpu_index, table, planted)
-    out, offsets, rows = _case(np.dtype(np.float32), op, unique=False)
+    # the last-writer table serves values of 8 bytes, the packed claims smaller ones
+    dtype = np.float64 if table == "_LAST_WRITER_CLAIM" else np.float32
+    out, offsets, rows = _case(np.dtype(dtype), op, unique=False)
     expected, got = _both(out, offsets, rows, op, deterministic=table == "_FOLDS")
     with pytest.raises(AssertionError):
         assert_same(got, expected, "planted")
@@ -183,3 +187,18 @@ def test_locate_kernel_reports_the_first_bad_tuple_under_error():
     with pytest.raises(gpu_index.InvalidArgumentError, match="^1$"):
         gpu_index.locate(XP, tuples, [3, 2], "ERROR", str)
     assert gpu_index.locate(XP, tuples, [3, 2], "", str).get().tolist() == [2, -1, 5, -1]
+
+
+# -- DynamicPartition into two: one running count, one pass ------------------------------------
+@pytest.mark.parametrize("shape", [(0,), (1,), (57,), (40, 3), (9, 0), (7, 2, 2)], ids=str)
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.int8),
+                                   np.dtype(np.complex128)], ids=str)
+def test_two_way_partition_kernel_agrees_with_masks(shape, dtype):
+    rng = np.random.default_rng(len(shape))
+    rows = _values(rng, dtype, shape, nans=False)
+    for ids in (rng.integers(0, 2, shape[0]), np.zeros(shape[0]), np.ones(shape[0])):
+        ids = ids.astype(np.int32)
+        expected = np.concatenate([rows[ids == 0], rows[ids == 1]])
+        got = gpu_index.two_way_partition(XP, XP.asarray(rows), XP.asarray(ids),
+                                          int((ids == 0).sum())).get()
+        assert got.shape == expected.shape and got.tobytes() == expected.tobytes()
