@@ -103,10 +103,11 @@ class ClusterSession:
         return f"{self.token}-{next(self._runs)}"
 
     def hold_commits(self, futures: list, workers: list[str]) -> None:
-        """Keep a run's commit futures until their tasks ran. Not fire_and_forget: the
-        scheduler handles its request apart from the submit (``update_graph`` is
-        asynchronous there) and may find the task unknown yet, or already finished and
-        then keep it forever (the 'lost computed tasks' at cluster close)."""
+        """Keep a run's commit (or rollback) futures until their tasks ran. Not
+        fire_and_forget: the scheduler handles its request apart from the submit
+        (``update_graph`` is asynchronous there) and may find the task unknown yet, or
+        already finished and then keep it forever (the 'lost computed tasks' at cluster
+        close)."""
         with self._commits_done:
             self._commits.update(zip(futures, workers))
         for f in futures:
@@ -431,10 +432,9 @@ class DistributedPlan:
             finish_run, run_id, commit, workers=[w], allow_other_workers=False, pure=False,
             key=f"graphflow-{'commit' if commit else 'rollback'}-{run_id}-{k}")
             for k, w in enumerate(workers)]
-        if commit:
-            self.session.hold_commits(futures, workers)
-            return
         self.session.hold_commits(futures, workers)  # until done, however long it takes
+        if commit:
+            return
         settled = _Settled(futures, stop_on_error=False)
         deadline = time.monotonic() + _ROLLBACK_TIMEOUT_S
         next_poll = time.monotonic() + ALIVE_POLL_S
