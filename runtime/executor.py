@@ -107,7 +107,7 @@ class Plan:
         self.runs = [s.run for s in self.steps]
         self._serial = None if self.parallel else _straight_line(self, live.releases)
         if self.parallel:
-            sched = passes.schedule(self.steps)
+            sched = passes.schedule(self.steps, ir.subst, ir.fed)
             self.waiting, self.dependents = sched.waiting, sched.dependents
         # shape specialization (runtime/specialize.py): signature -> plan, or None for
         # "run the general plan"; how often each unspecialized signature was seen

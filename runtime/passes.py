@@ -41,8 +41,25 @@ def prune(fetches: Sequence, fed: Collection[Output], subst: dict | None = None)
             i = subst.get(i, i)
             if i not in fed and i.op not in needed:
                 stack.append(i.op)
-        stack.extend(c for c in op.control_inputs if c not in needed)
+        for c in op.control_inputs:
+            stack.extend(t for t in control_targets(c, subst, fed) if t not in needed)
     return sorted(needed, key=lambda op: op._id)
+
+
+def control_targets(c: Operation, subst: dict, fed: Collection[Output]) -> list[Operation]:
+    """What waiting on ``c`` means once rewrites replaced its values: ``c`` itself, or,
+    for a pure op (no state, no control inputs of its own) whose every output has a
+    substitute, the ops that compute the substitutes (none for a constant or a feed):
+    its value is theirs, and it has no effect to wait for."""
+    if c.op_def.stateful or c.control_inputs or not c.outputs \
+            or any(o not in subst for o in c.outputs):
+        return [c]
+    targets = []
+    for o in c.outputs:
+        t = subst[o]
+        if t not in fed and not (t.op.type == "Const" and not t.op.control_inputs):
+            targets.append(t.op)
+    return targets
 
 
 # -- require_feeds --------------------------------------------------------------------
@@ -198,15 +215,19 @@ class Schedule:
     dependents: list[list[int]]
 
 
-def schedule(steps: Sequence[Step]) -> Schedule:
-    """Each step waits for the producers of its inputs and for its control inputs."""
+def schedule(steps: Sequence[Step], subst: dict | None = None,
+             fed: Collection[Output] = ()) -> Schedule:
+    """Each step waits for the producers of its inputs and for its control inputs (as
+    the rewrites left them: :func:`control_targets`)."""
     producer = {o: k for k, s in enumerate(steps) for o in s.outputs}
     step_of_op = {s.op: k for k, s in enumerate(steps) if isinstance(s, KernelStep)}
+    subst = subst or {}
     deps: list[set[int]] = []
     for s in steps:
         d = {producer[i] for i in s.flat_inputs if i in producer}
         if isinstance(s, KernelStep):
-            d |= {step_of_op[c] for c in s.op.control_inputs if c in step_of_op}
+            d |= {step_of_op[t] for c in s.op.control_inputs
+                  for t in control_targets(c, subst, fed) if t in step_of_op}
         deps.append(d)
     dependents: list[list[int]] = [[] for _ in steps]
     for k, d in enumerate(deps):

@@ -55,16 +55,17 @@ class KernelStep(Step):
     values: list = field(default_factory=list)  # the flat inputs, as the plan wires them
 
     def kernel(self) -> Callable:
-        """The kernel function as this step calls it: the op's lean kernel when its
-        ``prepare`` gives one for what the plan knows (static shapes, constants), else
-        the registered kernel; bound to its device, a user op's kernel checked
+        """The kernel function as this step calls it: with ``optimize``, the op's lean
+        kernel when its ``prepare`` gives one for what the plan knows (static shapes,
+        constants), else the registered kernel; bound to its device, a user op's kernel checked
         (:func:`checked_kernel`), and held to the memory limit
         (graphflow/memory_limit.py). Needs the step's context."""
         op = self.op
         device_type = self.device.device_type
         fn = op.op_def.find_kernel(device_type, dict(op.attrs)).fn
         prepare = op.op_def.preparers.get(device_type)
-        if prepare is not None and self.ctx is not None:
+        if prepare is not None and self.ctx is not None \
+                and getattr(self.ctx.config, "optimize", True):
             lean = prepare(KernelSpec(self.ctx, self.values, op.outputs))
             if lean is not None:
                 fn = lean

@@ -186,7 +186,7 @@ def _build(steps):
         elif kind == "shape":
             out = b.cast(b.size(a), gf.float32)
         elif kind == "range":
-            out = b.cast(b.range(0, 3, 1), gf.float32)
+            out = b.cast(b.range(0, 4, 1), gf.float32)
         else:
             out = b.neg(a)
         values.append(out)
