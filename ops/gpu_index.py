@@ -66,13 +66,19 @@ def stable_argsort(xp, keys):
 
 # -- locate -------------------------------------------------------------------------------------
 def locate(xp, tuples, dims: Sequence[int], policy: str,
-           bad_index: Callable[[int], str]):
+           bad_index: Callable[[int], str], for_kernels: bool = False):
     """Int64 linear offsets of the index tuples ``tuples`` ``[n, depth]`` into ``dims``,
     ``-1`` for a tuple outside ``[0, dims)``; under ``policy == "ERROR"`` such a tuple
-    raises ``InvalidArgumentError(bad_index(first bad position))`` instead."""
+    raises ``InvalidArgumentError(bad_index(first bad position))`` instead.
+    ``for_kernels``: the offsets go to :func:`scatter` or :func:`gather` alone, which
+    skip any offset outside the output themselves, so on a device int64 tuples of one
+    index are returned as they are (no pass over them)."""
     n, depth = tuples.shape
     if n == 0:
         return xp.zeros(n, np.int64)
+    if for_kernels and depth == 1 and tuples.dtype == np.int64 and policy != "ERROR" \
+            and not on_host(xp):
+        return xp.ascontiguousarray(tuples).reshape(-1)
     if not on_host(xp):  # one pass on the device: read the tuples, write the offsets
         offsets = xp.empty(n, np.int64)
         _locate_kernel(xp)(xp.ascontiguousarray(tuples).reshape(-1),
@@ -112,6 +118,7 @@ def scatter(xp, out, offsets, rows, op: str, deterministic: bool) -> None:
         scatter_into(out, offsets[keep], rows[keep], op)
         return
     flat, values = out.reshape(-1), xp.ascontiguousarray(rows).reshape(-1)
+    slices = len(flat) // slice_size
     if op == "sub":
         op, values = "add", xp.negative(values)  # exact: a - u == a + (-u), also wrapping
     if flat.dtype.kind == "c" and op == "add" and not deterministic:
@@ -121,15 +128,21 @@ def scatter(xp, out, offsets, rows, op: str, deterministic: bool) -> None:
         # (row + 1, value bits) packed in one int64: one atomic max per element keeps the
         # last writer's value, and one coalesced pass moves the winners' bits to out
         table = xp.zeros(len(flat), np.int64)
-        _packed_claim_kernel(xp)(offsets, values, slice_size, table, size=len(values))
+        _packed_claim_kernel(xp)(offsets, values, slice_size, slices, table, size=len(values))
         _packed_store_kernel(xp)(table, flat)
     elif op == "update":  # the last writer in index order stores: deterministic as it is
-        last = last_writers_table(xp, offsets, len(flat) // slice_size)
+        offsets = _checked(xp, offsets, slices)
+        last = last_writers_table(xp, offsets, slices)
         _store_winners_kernel(xp)(offsets, last, values, slice_size, flat)
     elif deterministic or not _has_atomic(op, flat.dtype):
-        _segmented(xp, flat, offsets, values, slice_size, op)
+        _segmented(xp, flat, _checked(xp, offsets, slices), values, slice_size, op)
     else:
-        _atomic_kernel(xp, op)(offsets, values, slice_size, flat)
+        _atomic_kernel(xp, op)(offsets, values, slice_size, slices, flat)
+
+
+def _checked(xp, offsets, slices: int):
+    """``offsets`` with -1 for any outside [0, slices) (from locate(for_kernels=True))."""
+    return xp.where(offsets.view(np.uint64) < np.uint64(slices), offsets, np.int64(-1))
 
 
 #: "update" packs (row + 1) << 32 | bits into an int64 for fewer rows than this
@@ -192,18 +205,19 @@ def gather(xp, source, offsets, out) -> None:
         out[keep] = source[offsets[keep]]
         out[~keep] = 0
         return
-    _gather_kernel(xp)(offsets, source.reshape(-1), out.shape[1], out.reshape(-1))
+    _gather_kernel(xp)(offsets, source.reshape(-1), out.shape[1], len(source),
+                       out.reshape(-1))
 
 
 # -- partition ----------------------------------------------------------------------------------
-def two_way_partition(xp, rows, ids, zeros: int):
+def two_way_partition(xp, rows, ones, zeros: int):
     """The rows ``[n, ...]`` whose id (0 or 1) is 0, then those whose id is 1, each in
-    order: a row's place is its count among the rows of its id before it, read off one
-    running count of the ones (``zeros``: how many ids are 0)."""
+    order, from ``ones``, the running count of the ones among the ids (int64; ``zeros``:
+    how many ids are 0): a row's place is its count among the rows of its id before it."""
     n = len(rows)
     if on_host(xp) or n == 0:
-        return xp.concatenate([rows[ids == 0], rows[ids == 1]])
-    ones = xp.cumsum(ids.reshape(-1) == 1, dtype=np.int64)
+        one = np.diff(ones, prepend=0).astype(bool) if n else np.zeros(0, bool)
+        return xp.concatenate([rows[~one], rows[one]])
     out = xp.empty(rows.shape, rows.dtype)
     slice_size = rows.size // n
     if slice_size:
@@ -311,10 +325,10 @@ def _locate_kernel(xp):
 @functools.cache
 def _atomic_kernel(xp, op: str):
     return xp.ElementwiseKernel(
-        "raw int64 offsets, T value, int64 slice_size", "raw T out",
+        "raw int64 offsets, T value, int64 slice_size, int64 slices", "raw T out",
         _source("""
         const long long slice = offsets[ROW];
-        if (slice >= 0) {
+        if ((unsigned long long)slice < (unsigned long long)slices) {
           const long long target = slice * slice_size + ELEMENT;
           APPLY
         }
@@ -360,11 +374,11 @@ def _packed_claim_kernel(xp):
     """table[target] = max(table[target], (row + 1) << 32 | the value's bits): the last row
     in index order wins each element (T of at most 4 bytes; T is the values' type)."""
     return xp.ElementwiseKernel(
-        "raw int64 offsets, raw T values, int64 slice_size", "raw int64 table",
+        "raw int64 offsets, raw T values, int64 slice_size, int64 slices", "raw int64 table",
         _source("""
         const long long row = ROW;
         const long long slice = offsets[row];
-        if (slice >= 0) {
+        if ((unsigned long long)slice < (unsigned long long)slices) {
           const T value = values[i];
           const void* at = &value;
           const unsigned int bits =
@@ -436,10 +450,11 @@ def _two_way_kernel(xp):
 @functools.cache
 def _gather_kernel(xp):
     return xp.ElementwiseKernel(
-        "raw int64 offsets, raw T source, int64 slice_size", "T out",
+        "raw int64 offsets, raw T source, int64 slice_size, int64 slices", "T out",
         _source("""
         const long long slice = offsets[ROW];
-        out = slice >= 0 ? source[slice * slice_size + ELEMENT] : T(0);
+        out = (unsigned long long)slice < (unsigned long long)slices
+            ? source[slice * slice_size + ELEMENT] : T(0);
         """),
         "graphflow_gather")
 

@@ -114,12 +114,22 @@ def _dynamic_partition(ctx, data, partitions):
 @DynamicPartition.kernel("gpu", T=GPU_TYPES)
 def _dynamic_partition_gpu(ctx, data, partitions):
     """Partition sizes by one bincount (a bad id counts in an extra bin), one transfer of
-    the sizes, then a stable sort of the ids, one gather and views of the result (two
-    partitions: a running count of the ones places every row, see
-    gpu_index.two_way_partition)."""
+    the sizes, then a stable sort of the ids, one gather and views of the result. Two
+    partitions: one running count of the ones gives the sizes and places every row
+    (gpu_index.two_way_partition)."""
     k, xp = ctx.attrs["num_partitions"], ctx.xp
     _check_partition_shape(data, partitions)
     ids = partitions.reshape(-1)
+    if k == 2 and ids.size:  # a mask: one running count of the ones, no bincount, no sort
+        ones = xp.cumsum(ids == 1, dtype=np.int64)
+        largest, count = (int(v) for v in gpu_index.to_host(
+            xp.stack([ids.view(np.uint32).max().astype(np.int64), ones[-1]])))
+        if largest >= k:
+            j = int(xp.argmax(ids.view(np.uint32) >= k))
+            raise _bad_id_error(partitions.shape, int(ids[j]), j, k)
+        rows = _partition_rows(ctx, data, partitions)
+        zeros = ids.size - count
+        return xp.split(gpu_index.two_way_partition(xp, rows, ones, zeros), [zeros])
     valid = ids.view(np.uint32) < k
     sizes = gpu_index.to_host(xp.bincount(xp.where(valid, ids, k), minlength=k + 1)) \
         if ids.size else np.zeros(k + 1, np.int64)  # cupy's bincount rejects an empty input
@@ -129,9 +139,6 @@ def _dynamic_partition_gpu(ctx, data, partitions):
     rows = _partition_rows(ctx, data, partitions)
     if k == 1:
         return [rows.copy()]
-    if k == 2:  # a mask: one scan and one pass, no sort
-        ordered = gpu_index.two_way_partition(xp, rows, ids, int(sizes[0]))
-        return xp.split(ordered, [int(sizes[0])])
     ordered = rows[gpu_index.stable_argsort(xp, ids)]
     return xp.split(ordered, np.cumsum(sizes[:k - 1]).tolist())
 

@@ -374,7 +374,8 @@ def _scatter(ctx, out_shape: tuple, indices: np.ndarray, updates: np.ndarray, op
     message = _bad_index_message(indices, tuples, "shape", out_shape)
     rows = updates.reshape(len(tuples), slice_size)
     if on_gpu:
-        offsets = gpu_index.locate(ctx.xp, tuples, out_shape[:depth], policy, message)
+        offsets = gpu_index.locate(ctx.xp, tuples, out_shape[:depth], policy, message,
+                                   for_kernels=True)
         out = make_output()
         gpu_index.scatter(ctx.xp, out, offsets, rows, op, ctx.deterministic)
         return out
@@ -766,7 +767,8 @@ def gather_nd(ctx, params: np.ndarray, indices: np.ndarray, policy: str,
                                  f", node name: {ctx.node_name}")
     source = params.reshape(-1, slice_size)
     if on_gpu:
-        offsets = gpu_index.locate(ctx.xp, tuples, params.shape[:depth], policy, message)
+        offsets = gpu_index.locate(ctx.xp, tuples, params.shape[:depth], policy, message,
+                                   for_kernels=True)
         out = output()
         gpu_index.gather(ctx.xp, source, offsets, out.reshape(num_tuples, slice_size))
         return out

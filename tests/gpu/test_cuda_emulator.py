@@ -146,9 +146,9 @@ def test_kernel_arguments_are_checked():
     kernel = gpu_index._gather_kernel(XP)
     offsets, source = XP.zeros(2, np.int64), XP.zeros(4, np.float32)
     with pytest.raises(TypeError, match="out must be a one-dimensional float32 array"):
-        kernel(offsets, source, 2, XP.zeros(4, np.float64))
+        kernel(offsets, source, 2, 2, XP.zeros(4, np.float64))
     with pytest.raises(TypeError, match="numpy array where cupy wants a cupy array"):
-        kernel(offsets, source, 2, np.zeros(4, np.float32))
+        kernel(offsets, source, 2, 2, np.zeros(4, np.float32))
 
 
 def test_device_arrays_are_not_host_arrays():
@@ -199,6 +199,45 @@ def test_two_way_partition_kernel_agrees_with_masks(shape, dtype):
     for ids in (rng.integers(0, 2, shape[0]), np.zeros(shape[0]), np.ones(shape[0])):
         ids = ids.astype(np.int32)
         expected = np.concatenate([rows[ids == 0], rows[ids == 1]])
-        got = gpu_index.two_way_partition(XP, XP.asarray(rows), XP.asarray(ids),
+        ones = np.cumsum(ids == 1, dtype=np.int64)
+        got = gpu_index.two_way_partition(XP, XP.asarray(rows), XP.asarray(ones),
                                           int((ids == 0).sum())).get()
+        assert gpu_index.two_way_partition(np, rows, ones, 0).tobytes() == expected.tobytes()
         assert got.shape == expected.shape and got.tobytes() == expected.tobytes()
+
+
+# -- unchecked offsets: int64 tuples of one index go to the kernels as they are ----------------
+@pytest.mark.parametrize("deterministic", [False, True], ids=["atomic", "deterministic"])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float64),
+                                   np.dtype(np.int8), np.dtype(np.complex64)], ids=str)
+def test_kernels_skip_offsets_outside_the_output(op, dtype, deterministic):
+    """locate(for_kernels=True) hands int64 tuples of depth 1 over unchecked: every path of
+    scatter, and gather, skips an offset outside [0, slices) as locate's -1."""
+    if op in ("min", "max") and dtype.kind == "c":
+        pytest.skip("no order on complex numbers")
+    out, offsets, rows = _case(dtype, op, unique=False)
+    raw = offsets.copy()
+    raw[offsets == -1] = np.array([12, 99, -5, -2**62, 2**62])[np.arange((offsets == -1).sum())
+                                                                 % 5]
+    expected, _ = _both(out, offsets, rows, op, deterministic)
+    got = XP.asarray(out)
+    with np.errstate(invalid="ignore"):
+        gpu_index.scatter(XP, got, XP.asarray(raw), XP.asarray(rows), op, deterministic)
+    assert_same(got.get(), expected, f"{op} with unchecked offsets")
+    gathered = XP.asarray(np.ones_like(rows))
+    gpu_index.gather(XP, XP.asarray(out), XP.asarray(raw), gathered)
+    want = np.ones_like(rows)
+    gpu_index.gather(np, out, offsets, want)
+    assert_same(gathered.get(), want, "gather with unchecked offsets")
+
+
+def test_locate_for_kernels_skips_the_pass_for_int64_tuples_of_one_index():
+    tuples = XP.asarray(np.array([[3], [-1], [7]], np.int64))
+    assert gpu_index.locate(XP, tuples, [5], "", str, for_kernels=True).get().tolist() == \
+        [3, -1, 7]
+    assert gpu_index.locate(XP, tuples, [5], "", str).get().tolist() == [3, -1, -1]
+    with pytest.raises(gpu_index.InvalidArgumentError, match="^1$"):
+        gpu_index.locate(XP, tuples, [5], "ERROR", str, for_kernels=True)
+    int32 = XP.asarray(np.array([[3], [7]], np.int32))
+    assert gpu_index.locate(XP, int32, [5], "", str, for_kernels=True).get().tolist() == [3, -1]
