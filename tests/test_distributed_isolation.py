@@ -214,6 +214,10 @@ class _Graph:
     - ``cross10``: v1[r] -= u on task 1, check on task 0, v0[r] += u on task 0 (the
       opposite task order: runs of both kinds take their locks in one order);
     - ``local0``: v0[r] += u then a check, both on task 0 (one task, no lock chain);
+    - ``late``: v0 read on task 0 and v1 read on task 1, then v1[r] += u after the
+      first and v0[r] += u after the second, then a check after both (no write needs
+      another: each task's locks are taken only once its writing stage's inputs are
+      ready, after the reads);
     - ``read``: v0 + v1 read on task 1, never fails, never writes."""
 
     def __init__(self):
@@ -237,8 +241,15 @@ class _Graph:
         g = v0.scatter_nd_add(self.r, self.u, read_value=False)
         c3 = _check(scope, W0, self.idx, [g], "c00")
         read = w1.add(v0.read(), v1.read(), name="sum")
+        r0 = w0.read_variable_op(v0.handle, dtype=gf.float32, name="r0")
+        r1 = w1.read_variable_op(v1.handle, dtype=gf.float32, name="r1")
+        l1 = w1.with_control_dependencies([r0]).resource_scatter_nd_add(
+            v1.handle, self.r, self.u, name="l1")
+        l0 = w0.with_control_dependencies([r1]).resource_scatter_nd_add(
+            v0.handle, self.r, self.u, name="l0")
+        c4 = _check(scope, W1, self.idx, [l0, l1], "cl")
         self.kinds = {"cross01": [a, c, b], "cross10": [e, c2, f], "local0": [g, c3],
-                      "read": [read]}
+                      "late": [l0, l1, c4], "read": [read]}
         self.scope = scope
 
     def effect(self, kind: str, d, r, u, v0: np.ndarray, v1: np.ndarray) -> None:
@@ -251,6 +262,9 @@ class _Graph:
             np.add.at(v0, r[:, 0], u)
         elif kind == "local0":
             np.add.at(v0, r[:, 0], u)
+        elif kind == "late":
+            np.add.at(v0, r[:, 0], u)
+            np.add.at(v1, r[:, 0], u)
 
 
 @pytest.fixture(scope="module")
@@ -258,11 +272,15 @@ def interleavings(dask_client):
     graph = _Graph()
     with gf.Session(graph.scope.graph, gf.SessionConfig(cluster=dask_client)) as sess:
         sess.run(gf.global_variables_initializer(graph.scope.graph))
+        fed = [graph.d, graph.r, graph.u, graph.idx]
+        plans = {k: sess._cluster.plan(f, fed) for k, f in graph.kinds.items()}
+        assert plans["late"].late_locks and not plans["cross01"].late_locks
         yield graph, sess
     assert _settled(dask_client, sess._cluster.token) == []
 
 
-_RUN = st.tuples(st.sampled_from(["cross01", "cross10", "local0", "read"]), st.booleans(),
+_RUN = st.tuples(st.sampled_from(["cross01", "cross10", "local0", "late", "read"]),
+                 st.booleans(),
                  st.integers(0, 2 ** 16))
 
 

@@ -234,6 +234,7 @@ class DistributedPlan:
             self.arguments.append(layout)
             self.specs.append(_spec(s, graph, sources, self.locks.get(s.task, ())
                                     if s.writes else ()))
+        self._plan_locking()
         # per fetch: ("feed", j) | ("route", k, position) | ("op",)
         self.fetch_plan = [self._fetch_step(f) for f in fetches]
         self.client_routes = [k for k, r in enumerate(self.routes) if r.consumer is None]
@@ -242,6 +243,36 @@ class DistributedPlan:
         self.tasks = sorted({s.task for s in self.stages})
         self.writers = sorted({s.task for s in self.stages if s.writes})
         self.stateful = {s.task for s in self.stages if s.uses_variables}
+
+    def _plan_locking(self) -> None:
+        """When a run that writes on several tasks takes its locks. Late (the usual
+        case: no stage that writes needs another that writes): the stages the writing
+        ones need run first, without locks, and each task's lock task waits for the
+        values its first writing stage reads, so a run holds its locks only from its
+        first write to its commit and runs that write the same variables overlap in
+        their reads. Early otherwise: the lock chain runs first and every stage on a
+        locked task waits for it (a lock task that waited for a stage that waits for a
+        lock could close a cycle)."""
+        writers = [s.index for s in self.stages if s.writes]
+        ancestors: set[int] = set()
+        stack = [u for i in writers for u in self.stages[i].upstream]
+        while stack:
+            u = stack.pop()
+            if u not in ancestors:
+                ancestors.add(u)
+                stack.extend(self.stages[u].upstream)
+        self.late_locks = len(self.locks) > 1 and not any(self.stages[a].writes
+                                                          for a in ancestors)
+        self.before_locks = sorted(ancestors) if self.late_locks else []
+        self.lock_inputs: dict[Task, list[int]] = {}
+        if self.late_locks:
+            for i in writers:
+                task = self.stages[i].task
+                if task not in self.lock_inputs:
+                    self.lock_inputs[task] = [k for kind, k in self.arguments[i]
+                                              if kind == "route"]
+        rest = [s.index for s in self.stages if s.index not in set(self.before_locks)]
+        self.order = self.before_locks + rest
 
     def _reached_by(self, value: Output, consumer: Task | None) -> tuple[int, int]:
         """The route that brings ``value`` to ``consumer`` (None: the client), and the
@@ -294,25 +325,29 @@ class DistributedPlan:
         run_id = session.next_run()
         trace = metadata is not None
         feeds = self._feeds(client, feed_values, addresses)
-        lock_futures = self._lock_chain(client, run_id, addresses)
+        lock_futures: dict[Task, Any] = {}
         route_futures: dict[int, Any] = {}
-        stage_futures = []
-        for s, spec, layout in zip(self.stages, self.specs, self.arguments):
+        by_index: dict[int, Any] = {}
+        for position, i in enumerate(self.order):
+            if position == len(self.before_locks):  # the stages the writers need are in
+                lock_futures = self._lock_chain(client, run_id, addresses, route_futures)
+            s, spec, layout = self.stages[i], self.specs[i], self.arguments[i]
             address = addresses[s.task]
             args = [route_futures[k] if kind == "route" else feeds[(k, address)]
                     for kind, k in layout]
-            if s.task in lock_futures:  # after the run's locks there (an argument unread)
-                args.append(lock_futures[s.task])
+            if s.task in lock_futures and (s.writes or not self.late_locks):
+                args.append(lock_futures[s.task])  # after the run's locks (an argument unread)
             future = client.submit(
                 run_stage, spec, session.worker_config, run_id, expected.get(s.task), trace,
                 *args, key=f"graphflow-stage-{run_id}-{s.index}", workers=[address],
                 allow_other_workers=False, pure=False)
-            stage_futures.append(future)
+            by_index[i] = future
             for k in self.routes_from[s.index]:
                 picks = self.routes[k].picks
                 route_futures[k] = future if picks is None else client.submit(
                     pick, future, picks, key=f"graphflow-pick-{run_id}-{k}",
                     workers=[address], allow_other_workers=False, pure=False)
+        stage_futures = [by_index[i] for i in range(len(self.stages))]
         everything = stage_futures + [f for f in route_futures.values()
                                       if all(f is not g for g in stage_futures)]
         everything += lock_futures.values()
@@ -338,7 +373,8 @@ class DistributedPlan:
         by_route = dict(zip(self.client_routes, fetched))
         return [self._fetched(step, by_route, feed_values) for step in self.fetch_plan]
 
-    def _lock_chain(self, client, run_id: str, addresses: dict[Task, str]) -> dict:
+    def _lock_chain(self, client, run_id: str, addresses: dict[Task, str],
+                    route_futures: dict[int, Any]) -> dict:
         """For a run that writes on several tasks: a task per such task that takes the
         run's write locks there, each after the previous one, in task order (one order
         for every run of every client: no two runs can each wait for the other). A run
@@ -349,7 +385,8 @@ class DistributedPlan:
         chained: dict[Task, Any] = {}
         previous: tuple = ()
         for k, (task, names) in enumerate(self.locks.items()):
-            future = client.submit(lock_run, run_id, names, *previous,
+            inputs = [route_futures[r] for r in self.lock_inputs.get(task, ())]
+            future = client.submit(lock_run, run_id, names, *previous, *inputs,
                                    key=f"graphflow-lock-{run_id}-{k}",
                                    workers=[addresses[task]], allow_other_workers=False,
                                    pure=False)
