@@ -16,7 +16,7 @@ from graphflow.errors import InvalidArgumentError, UnimplementedError
 from graphflow.indexed_slices import IndexedSlices
 from graphflow.registry import BoolAttr, IntAttr, TypeAttr, register_op
 from graphflow.inference import constant_value
-from graphflow.shapes import TensorShape, debug_string
+from graphflow.shapes import MAX_RANK, TensorShape, debug_string
 
 from .reduction_ops import _reduced_dims, reduction_axes
 from .variable_ops import _variable_of
@@ -160,6 +160,9 @@ def _strided_shape(ctx, shape: TensorShape) -> TensorShape:
     if not lengths or shape.rank is None:
         return TensorShape(None)
     n = lengths.pop()
+    if n > 64 * MAX_RANK:  # more slice specs than any shape has dims (with new axes)
+        raise ctx.error(f"begin, end and strides have {n} elements: more than a shape of at "
+                        f"most {MAX_RANK} dims can be sliced by")
     masks = {m: ctx.attr(m) for m in _MASKS}
     values = [ctx.value(v) for v in ("begin", "end", "strides")]
     begin, end, strides = ([None] * n if v is None else [int(x) for x in v.tolist()]
@@ -447,6 +450,9 @@ def _transpose_shape(ctx):
     perm = ctx.value("perm")
     if rank is None:
         return TensorShape(None)
+    if rank > MAX_RANK:  # a perm of 2**40 elements: refused before a shape is made of it
+        raise ctx.error(f"Shape must have at most {MAX_RANK} dims, but perm has {rank} "
+                        f"elements")
     if perm is None:
         return TensorShape.unknown(rank)
     perm = _check_perm(perm.tolist(), rank)
@@ -508,6 +514,9 @@ def _tile_shape(ctx):
     rank = shape.rank if shape.rank is not None else mult_shape[0] if mult_shape.rank else None
     if rank is None:
         return TensorShape(None)
+    if rank > MAX_RANK:
+        raise ctx.error(f"Shape must have at most {MAX_RANK} dims, but multiples has {rank} "
+                        f"elements")
     value = ctx.value("multiples")
     if value is not None:
         multiples = [int(m) for m in value.reshape(-1).tolist()]
