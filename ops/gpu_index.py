@@ -159,8 +159,11 @@ def _has_atomic(op: str, dtype: np.dtype) -> bool:
 
 def _segmented(xp, flat, offsets, values, slice_size: int, op: str) -> None:
     """Sort the offsets (stably: equal offsets keep index order), find the runs of equal
-    offsets, and let one thread per (run, element) fold its run in order."""
-    order = stable_argsort(xp, offsets)
+    offsets, and let one thread per (run, element) fold its run in order. The sort keys
+    are 32 bits wide where the slices allow (half the radix passes; -1 sorts last, as
+    0xffffffff, and its run is skipped as before)."""
+    narrow = len(flat) // slice_size < 2**32 - 1
+    order = stable_argsort(xp, offsets.astype(np.uint32) if narrow else offsets)
     ordered = offsets[order]
     boundary = xp.empty(len(ordered), bool)
     boundary[0] = True
