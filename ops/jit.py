@@ -74,6 +74,11 @@ def _cache_enabled() -> bool:
     return True
 
 
+def cache_enabled() -> bool:
+    """Whether compiled kernels (and generated fused kernel sources) go to the disk cache."""
+    return _cache_enabled()
+
+
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the folder holding ops/ (installed or not)
 
 
@@ -107,3 +112,45 @@ def kernel(fn: Callable | None = None, **options) -> Callable:
     if fn is None:
         return lambda f: numba.njit(**options)(f)
     return numba.njit(**options)(fn)
+
+
+# -- a damaged cache is discarded, never fatal ----------------------------------------------
+_numba_load_index = _caching.IndexDataCacheFile._load_index
+_numba_load = _caching.IndexDataCacheFile.load
+_damage_logged: set[str] = set()
+
+
+def _discard(cache_file, err: Exception) -> None:
+    """Remove a cache entry numba cannot read (a zero-length or damaged index or data
+    file: a crash mid-write, a full disk), saying so once per file; the kernel is then
+    compiled again and the entry rewritten."""
+    path = cache_file._index_path
+    if path not in _damage_logged:
+        _damage_logged.add(path)
+        log.warning("graphflow: discarding a damaged kernel cache entry %s (%s: %s); "
+                    "compiling again", path, type(err).__name__, err)
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _load_index(self):
+    try:
+        return _numba_load_index(self)
+    except Exception as e:  # noqa: BLE001 - EOFError, UnpicklingError, ValueError...
+        _discard(self, e)
+        return {}
+
+
+def _load(self, key):
+    try:
+        return _numba_load(self, key)
+    except Exception as e:  # noqa: BLE001 - a damaged data file
+        _discard(self, e)
+        return None
+
+
+_caching.IndexDataCacheFile._load_index = _load_index
+_caching.IndexDataCacheFile.load = _load
+

@@ -62,7 +62,7 @@ import graphflow.ops.fused_elementwise  # noqa: F401  (registers _FusedElementwi
 from graphflow.device_spec import parse_device
 from graphflow.errors import InvalidArgumentError
 from graphflow.graph import Operation, Output
-from graphflow.ops.jit import cache_dir, kernel
+from graphflow.ops.jit import cache_dir, cache_enabled, kernel
 from graphflow.registry import op_def
 
 from .passes import prune
@@ -275,6 +275,11 @@ def _load(source: str) -> Callable:
     folder = cache_dir() / "fused"
     path = folder / f"{name}.py"
     try:
+        if not cache_enabled():  # GRAPHFLOW_JIT_CACHE=0: nothing is written there
+            raise OSError("the kernel cache is off")
+        if path.exists() and path.read_text() != source:  # damaged (truncated, edited)
+            log.warning("graphflow: discarding a damaged fused kernel source %s", path)
+            path.unlink()
         if not path.exists():
             folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
