@@ -453,8 +453,8 @@ def _static_layout(dims, index_shape, update_shape, dtype: np.dtype, op: str):
     """``(depth, rows shape, slice size)`` of a scatter whose static shapes pass every
     shape check, with a non-empty output and update, that the compiled loops do; else
     None (the full kernel then checks and reports as it always did)."""
-    if dims is None or index_shape is None or update_shape is None or not index_shape:
-        return None
+    if dims is None or index_shape is None or update_shape is None or len(index_shape) < 2:
+        return None  # (rank-1 indices have TensorFlow's own batch rule: the full kernel's)
     depth, outer = index_shape[-1], index_shape[:-1]
     if not 1 <= depth <= min(len(dims), MAX_INDEX_DEPTH) or min(dims, default=1) < 0:
         return None
