@@ -20,6 +20,9 @@ times, in one round-robin (interleaved samples, medians):
 Overhead per run = the 1-stage run minus the same graph run locally; per stage = the
 ping-pong slope. Then, outside the round robin:
 
+- per run alone: Dask's floor, ``sess.run`` and ``make_callable`` of the 1-stage
+  graph in rotating order (in the round robin a case always follows the same one,
+  and the one after the sharded update pays for its commits);
 - isolation: 4 threads each running the sharded lookup + sparse update (both shards
   written: the run takes its write locks by a chain of one lock task per task) on
   one Session, wall time per run with the write locks and without them (the plan
@@ -135,6 +138,7 @@ def main(argv=None) -> dict:
         times = round_robin_times(fns, repeats)
         probe = _ping_pong(gf, 4)
         stages_of = len(session(probe[0], on_cluster)._plan([probe[2]], [probe[1]]).stages)
+        overhead = _per_run(gf, client, on_cluster, small, 30 if args.quick else 60)
         isolation = _isolation_cost(gf, table, ids, on_cluster, 5 if args.quick else 15)
         recovery = _recovery_time(gf, client, on_cluster)
         for sess in sessions:
@@ -149,6 +153,7 @@ def main(argv=None) -> dict:
         "overhead_per_run_ms": (times["1 stage, cluster"] - times["1 stage, local Session"]) * 1e3,
         "overhead_per_stage_ms": slope * 1e3,
         "ping_pong_4_stages": stages_of,
+        "per_run_alone_ms": overhead,
         "isolation_4_threads_ms_per_run": isolation,
         "recovery_after_worker_kill_s": recovery,
         "lookup": {"rows": rows, "dim": dim, "batch": batch},
@@ -161,6 +166,8 @@ def main(argv=None) -> dict:
     print(f"overhead per run: {result['overhead_per_run_ms']:.2f} ms "
           f"(1-stage cluster run - local run); per extra stage (one hop): "
           f"{result['overhead_per_stage_ms']:.2f} ms (slope over 1-8 stages)")
+    print("per run, 3 cases alone (rotating order, medians ms): " +
+          ", ".join(f"{k} {v:.2f}" for k, v in overhead.items()))
     print(f"4 threads, sharded lookup + update, wall ms per run: with write locks "
           f"{isolation['locked']:.1f}, without {isolation['unlocked']:.1f}")
     print(f"recovery after SIGKILL of worker 1: {recovery['total']:.2f} s until a write on "
@@ -168,6 +175,38 @@ def main(argv=None) -> dict:
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(result, indent=1))
     return result
+
+
+def _per_run(gf, client, config, small, samples: int) -> dict:
+    """Dask's floor, ``sess.run`` and ``make_callable`` of a 1-stage graph, timed alone
+    (in the round robin, the case after the sharded update pays for its commits):
+    medians in ms of ``samples`` rounds, the three in rotating order."""
+    import time
+
+    import distributed
+    graph, x, y = _ping_pong(gf, 1)
+    worker = sorted(client.scheduler_info()["workers"])[0]
+
+    def floor():
+        future = client.submit(int, 1, workers=[worker], allow_other_workers=False,
+                               pure=False)
+        distributed.wait([future])
+        return client.gather([future], direct=True)
+
+    with gf.Session(graph, config) as sess:
+        f = sess.make_callable(y, [x])
+        fns = {"dask floor": floor, "sess.run": lambda: sess.run(y, {x: small}),
+               "make_callable": lambda: f(small)}
+        for fn in fns.values():
+            fn()
+        times: dict[str, list[float]] = {k: [] for k in fns}
+        names = list(fns)
+        for r in range(samples):
+            for name in names[r % 3:] + names[:r % 3]:
+                start = time.perf_counter()
+                fns[name]()
+                times[name].append((time.perf_counter() - start) * 1e3)
+    return {k: float(np.median(v)) for k, v in times.items()}
 
 
 def _isolation_cost(gf, table, ids, config, runs: int) -> dict:
