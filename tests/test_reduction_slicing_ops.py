@@ -50,7 +50,9 @@ def sample(shape, dtype, seed=0) -> np.ndarray:
 
 def run_on(kind: str, build, *values, op_type: str | None = None):
     """``build(scope, *placeholders)`` on ``kind`` ("cpu" or a GPU kind), run with
-    ``values`` fed; on a GPU, ``op_type`` must have run there (no silent fallback)."""
+    ``values`` fed; on a GPU, ``op_type`` must not have run on the CPU (no silent
+    fallback). It may not run at all: the plan's simplification removes identities
+    (Sum over no axes, AddN of one input, BroadcastTo to the input's shape)."""
     scope = gf.Scope(gf.Graph())
     if kind != "cpu":
         scope = scope.with_device("/gpu:0")
@@ -63,7 +65,7 @@ def run_on(kind: str, build, *values, op_type: str | None = None):
         if kind != "cpu" and op_type is not None:
             plan = sess._plan(fetches if isinstance(fetches, list) else [fetches], inputs)
             placed = {d.device_type for op, d in plan.placement.items() if op.type == op_type}
-            assert placed == {"gpu"}, f"{op_type} ran on {placed}"
+            assert placed <= {"gpu"}, f"{op_type} ran on {placed}"
     return result
 
 
