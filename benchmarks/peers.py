@@ -476,10 +476,17 @@ def _tf1_callable(tf, build):
 
 
 def _tf1_scatter_nd(tf, shape):
-    def build(tf1):
-        i, u = tf1.placeholder(tf.int32, [4, 1]), tf1.placeholder(tf.int32, [4])
-        return tf.scatter_nd(i, u, shape), [i, u]
-    return _tf1_callable(tf, build)
+    made = []
+
+    def scatter_nd(indices, updates):  # placeholders of the fed arrays' dtypes and shapes
+        if not made:
+            def build(tf1):
+                i = tf1.placeholder(tf.as_dtype(indices.dtype), indices.shape)
+                u = tf1.placeholder(tf.as_dtype(updates.dtype), updates.shape)
+                return tf.scatter_nd(i, u, shape), [i, u]
+            made.append(_tf1_callable(tf, build))
+        return made[0](indices, updates)
+    return scatter_nd
 
 
 def _tf1_scatter_nd_constant(tf, indices, updates, shape):

@@ -77,7 +77,7 @@ FUSIBLE = {"Add": 2, "Sub": 2, "Mul": 2, "RealDiv": 2, "Maximum": 2, "Minimum": 
 #: The most ops one fused kernel computes: numba's compile time grows faster than
 #: linearly with a kernel's size (a 3000-op region took minutes), so long chains
 #: become several kernels of bounded compile time.
-MAX_REGION_OPS = 48
+MAX_REGION_OPS = 128
 
 #: dtypes whose element-wise arithmetic numba reproduces bit for bit.
 DTYPES = frozenset(np.dtype(t) for t in (
