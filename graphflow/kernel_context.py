@@ -73,6 +73,10 @@ class KernelContext:
             shape = tuple(int(d) for d in shape)
         if type(dtype) is not np.dtype:
             dtype = np.dtype(dtype)
+        if self.memory_limit is None and self.xp is np and len(shape) <= 2 \
+                and math.prod(shape) * dtype.itemsize < _POOLED_BYTES:
+            # small: a new array (the pool keeps only big buffers), nothing to check
+            return (np.zeros if zeroed else np.empty)(shape, dtype)
         if self.buffers is not None:
             buffer = self.buffers.take(shape, dtype)
             if buffer is not None:
@@ -101,6 +105,8 @@ class KernelContext:
 
 #: The largest buffer numpy (and an int64 byte count) can describe.
 _MAX_BYTES = 2 ** 63 - 1
+#: Buffers below this size are not pooled (runtime/memory.py's MIN_POOLED_BYTES).
+_POOLED_BYTES = 1 << 16
 
 
 class KernelSpec:

@@ -26,7 +26,7 @@ from graphflow.graph import Graph, Output
 
 from . import passes
 from .device import Device
-from .memory import BufferPool, releaser
+from .memory import MIN_POOLED_BYTES, BufferPool, releaser
 from .pipeline import PlanIR, compile_ir, initial_ir, optimizing_passes, run_pipeline
 from .placer import place
 from .specialize import MAX_SPECIALIZED, needs_specializing, specialize
@@ -299,6 +299,7 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
     (a chain of tiny kernels then costs the kernels). An error is re-raised naming its
     step."""
     steps = plan.steps
+    small = _small_slots(steps)
     env: dict[str, Any] = {"errstate": np.errstate, "ndarray": np.ndarray, "steps": steps,
                            "node_error": _node_error, "release": plan._release,
                            "fetch_value": plan._fetch_value, "initial": plan._initial}
@@ -311,7 +312,8 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
             body.append(f"r{k}(s)")
         else:
             body.append(call)
-        body += [f"release(s, {slot})" for slot in dead]
+        # a value too small for the buffer pool is left in its slot: it dies with the run
+        body += [f"release(s, {slot})" for slot in dead if slot not in small]
     if not body:
         body.append("pass")  # every fetch is fed
     fetched = []
@@ -339,6 +341,19 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
     return env["run"]
 
 
+def _small_slots(steps: Sequence[Step]) -> set[int]:
+    """Slots whose values are statically smaller than the buffer pool takes."""
+    small = set()
+    for step in steps:
+        if isinstance(step, KernelStep):
+            for slot, o in zip(step.outputs, step.op.outputs):
+                n = o.shape.num_elements()
+                if n is not None and o.dtype.name != "string" \
+                        and n * np.dtype(o.dtype.as_numpy_dtype).itemsize < MIN_POOLED_BYTES:
+                    small.add(slot)
+    return small
+
+
 def _inline_call(step: Step, k: int, env: dict) -> str | None:
     """``s[out] = f(ctx, s[a], [s[b], s[c]], ...)`` for a kernel step with one plain output;
     a feed's copy to the host passes a numpy array through without a call."""
@@ -351,11 +366,15 @@ def _inline_call(step: Step, k: int, env: dict) -> str | None:
     if not isinstance(step, KernelStep):
         return None
     op = step.op
-    if len(step.outputs) != 1 or any(spec.is_list for spec in op.op_def.outputs):
+    listed = any(spec.is_list for spec in op.op_def.outputs)
+    if not step.outputs or (len(step.outputs) != 1 and not listed):
         return None
     env[f"f{k}"] = step.kernel()
     env[f"c{k}"] = step.ctx
     args = "".join(
         f", [{', '.join(f's[{j}]' for j in a)}]" if isinstance(a, list) else f", s[{a}]"
         for a in step.inputs)
+    if listed:  # a sequence of outputs: unpacked (a wrong count is a ValueError, named)
+        targets = "".join(f"s[{o}], " for o in step.outputs)
+        return f"{targets}= f{k}(c{k}{args})"
     return f"s[{step.outputs[0]}] = f{k}(c{k}{args})"
