@@ -180,6 +180,45 @@ def _compiled(ctx):
     return run
 
 
+@FusedElementwise.prepare("cpu")
+def _prepare_fused(spec):
+    """Static shapes where every input has one full shape or one element and every output
+    the full shape: the fast path's decisions made once. Until the region's kernel is
+    compiled (tiered compilation) the full kernel runs; then one compiled call."""
+    program = spec.attrs["region"].program
+    n_in = len(program.inputs)
+    shapes = [spec.shape(i) for i in range(n_in)]
+    if any(s is None for s in shapes):
+        return None
+    ones = [math.prod(s) == 1 for s in shapes]
+    full = [s for s, one in zip(shapes, ones) if not one]
+    if not full or any(s != full[0] for s in full):
+        return None
+    shape = tuple(full[0])
+    if max((len(s) for s, one in zip(shapes, ones) if one), default=0) > len(shape):
+        return None
+    scalars = sum(1 << k for k, one in enumerate(ones) if one)
+    if any(not (program.supports[n_in + i] & ~scalars) for i in program.outputs):
+        return None  # an output of one-element inputs only: the full kernel's shapes
+    out_dtypes = tuple(np.dtype(program.nodes[i][1]) for i in program.outputs)
+    n = math.prod(shape)
+    ctx = spec.ctx
+    limit = _MAX_BYTES if ctx.memory_limit is None else min(ctx.memory_limit, _MAX_BYTES)
+    if n * max(d.itemsize for d in out_dtypes) > limit:
+        return None
+    fn = program.kernel(scalars, 0)
+    flat = len(shape) == 1
+
+    def lean(ctx, inputs):
+        if not fn.overloads:  # not compiled yet (or not compilable): the full kernel
+            return _fused_elementwise(ctx, inputs)
+        outs = [ctx.empty(shape, dtype) for dtype in out_dtypes]
+        fn(n, *[x if x.ndim == 1 else x.reshape(-1) for x in inputs],
+           *(outs if flat else [o.reshape(-1) for o in outs]))
+        return outs
+    return lean
+
+
 # -- tiered compilation --------------------------------------------------------------------------
 def _tiered() -> bool:
     """``GRAPHFLOW_TIERED=0`` makes the first call of a fused node wait for its compiler."""
