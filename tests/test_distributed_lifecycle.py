@@ -33,7 +33,9 @@ def test_one_plan_and_one_stage_per_signature_while_the_graph_grows(dask_client)
             np.testing.assert_array_equal(sess.run(y, {x: np.full(2, k, np.float32)}),
                                           np.full(2, 2 * k + 1))
         assert sess._cluster.plan([y], [x]) is plan  # not rebuilt per run
-        assert dask_client.run(_stages_held) == before  # not one stage per version
+        after = dask_client.run(_stages_held)
+        # not one stage per version (earlier tests' graphs may leave meanwhile: at most)
+        assert all(after[w] <= before[w] for w in before), (before, after)
 
 
 def test_a_variable_name_reused_with_another_shape_is_refused(dask_client):

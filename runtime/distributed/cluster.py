@@ -304,7 +304,7 @@ class ClusterView:
                 if me is not None and key is not None:
                     with me._lock:
                         if me._graphs.get(key) == version:
-                            del me._graphs[key]
+                            me._graphs.pop(key, None)  # a finalizer may have popped it
         client.loop.add_callback(register)
 
 
@@ -349,8 +349,9 @@ def _unship(view_ref, key: str, name: str) -> None:
     view = view_ref()
     if view is None or view.client.status != "running":
         return
-    with view._lock:
-        view._graphs.pop(key, None)
+    # no lock: the garbage collector may run this inside a region of this thread that holds
+    # view._lock (a run's task refresh did: the run hung); a dict's pop is atomic
+    view._graphs.pop(key, None)
     try:
         view.client.loop.add_callback(_unregister, view.client, name)
     except RuntimeError:  # pragma: no cover - the client's loop closed meanwhile
