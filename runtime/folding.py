@@ -82,7 +82,7 @@ def fold_constants(ops: list[Operation], fed: Collection[Output], subst: dict[Ou
 def _shape_stand_in(x: Output) -> list | None:
     """An array of ``x``'s static shape and dtype (zeros: a broadcast view, no memory),
     standing in for ``x`` in a shape-only op; None when the shape is not fully known."""
-    if not x.shape.is_fully_defined() or x.dtype.name in ("string", "resource", "variant"):
+    if not x.shape.is_fully_defined() or x.dtype.name == "string":
         return None
     dtype = np.dtype(x.dtype.as_numpy_dtype)
     return [np.broadcast_to(np.zeros((), dtype), tuple(x.shape.as_list()))]

@@ -15,8 +15,8 @@ substitute's readers.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
 
 from graphflow.graph import Operation, Output
 
@@ -143,10 +143,6 @@ def until_stable(*passes: Pass, rounds: int = 4) -> Pass:
         return ir
     run.__name__ = "until_stable(" + ", ".join(p.__name__ for p in passes) + ")"
     return run
-
-
-def with_feeds(ir: PlanIR, feeds: Collection[Output]) -> PlanIR:
-    return replace(ir, feeds=tuple(feeds))
 
 
 # -- the passes ----------------------------------------------------------------------------

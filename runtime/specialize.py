@@ -66,13 +66,15 @@ def specialize(ir: PlanIR, shapes: Sequence[tuple]) -> PlanIR | None:
         if all(a is b for a, b in zip(inputs, op.inputs)) and \
                 all(a is b for a, b in zip(controls, op.control_inputs)):
             continue
+        clone = _clone(op, inputs, controls, [o.shape for o in op.outputs])
         try:
-            inferred = _infer_shapes(op.op_def, op.name, _grouped(op, inputs), dict(op.attrs),
-                                     len(op.outputs))
-            shapes_out = [new.merge_with(old.shape) for new, old in zip(inferred, op.outputs)]
+            inferred = _infer_shapes(op.op_def, op.name, clone.grouped_inputs(),
+                                     dict(op.attrs), len(op.outputs))
+            clone.outputs = tuple(Output(clone, o.index, o.dtype, new.merge_with(o.shape))
+                                  for o, new in zip(op.outputs, inferred))
         except (OpError, ValueError, TypeError):
             return None
-        clone = clone_of[op] = _clone(op, inputs, controls, shapes_out)
+        clone_of[op] = clone
         for old, new in zip(op.outputs, clone.outputs):
             if old not in fed:
                 subst[old] = new
@@ -81,15 +83,6 @@ def specialize(ir: PlanIR, shapes: Sequence[tuple]) -> PlanIR | None:
     roots = tuple(subst.get(r, r) for r in ir.roots)
     ops = prune(fetches + roots, set(feeds), subst)
     return PlanIR(fetches, tuple(feeds), tuple(ops), subst, roots)
-
-
-def _grouped(op: Operation, inputs: list[Output]) -> list:
-    groups, start = [], 0
-    for spec, n in zip(op.op_def.inputs, op.arg_lengths):
-        chunk = inputs[start:start + n]
-        groups.append(list(chunk) if spec.is_list else chunk[0])
-        start += n
-    return groups
 
 
 def _clone(op: Operation, inputs, controls, shapes) -> Operation:
