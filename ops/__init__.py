@@ -8,7 +8,7 @@ Every registered op is available here as a TF-Java-style class::
 """
 from __future__ import annotations
 
-from graphflow.wrappers import OP_CLASSES, OpWrapper
+from graphflow.op_classes import OP_CLASSES, OpWrapper
 
 from . import array_ops, math_ops, partition_ops, scatter_ops  # noqa: F401  (registration)
 from . import variable_ops  # noqa: F401  (registration)

@@ -1,4 +1,4 @@
-"""Internal ops made by graph rewrites (runtime/optimizer.py), never by users.
+"""Internal ops made by graph rewrites (runtime/partition_stitch.py), never by users.
 
 ``_PartitionedSelect`` stands for the pipeline
 

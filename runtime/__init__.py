@@ -1,6 +1,6 @@
 """The runtime: devices, placement, the executor and Session."""
 from .device import CPUDevice, Device
-from .devices import find_device, list_devices, register_device_discovery
+from .device_discovery import find_device, list_devices, register_device_discovery
 from .executor import Plan
 from .placer import place
 from .session import Session, SessionConfig, SessionStats

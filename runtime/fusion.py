@@ -480,7 +480,7 @@ def plan_regions(graph, fetches: Iterable | None = None,
     the compile pipeline a CPU Session runs (runtime/pipeline.py: folding and
     simplification first): by default fetching every output no op reads, with every
     Placeholder fed."""
-    from graphflow.runtime.devices import list_devices
+    from graphflow.runtime.device_discovery import list_devices
     from graphflow.runtime.session import SessionConfig
 
     from .pipeline import compile_ir

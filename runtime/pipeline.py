@@ -164,8 +164,8 @@ def simplify_pass(ir: PlanIR) -> PlanIR:
 
 
 def partition_stitch_pass(ir: PlanIR) -> PlanIR:
-    """Partition -> element-wise -> stitch as one pass (runtime/optimizer.py)."""
-    from .optimizer import fuse_partition_stitch
+    """Partition -> element-wise -> stitch as one pass (runtime/partition_stitch.py)."""
+    from .partition_stitch import fuse_partition_stitch
     return substitute(ir, fuse_partition_stitch(list(ir.ops), ir.fed))
 
 

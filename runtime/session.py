@@ -16,7 +16,7 @@ from graphflow.errors import FailedPreconditionError, InvalidArgumentError
 from graphflow.graph import Graph, Operation, Output
 
 from .device import Device
-from .devices import list_devices
+from .device_discovery import list_devices
 from .executor import ForwardCounter, Plan
 from .feeds import feed_checker
 from .passes import prune
@@ -37,7 +37,7 @@ class SessionConfig:
     deterministic: make GPU scatters bitwise reproducible (and equal to the CPU).
     memory_limit_bytes: an output larger than this fails with ResourceExhaustedError
         before anything is allocated (default: the machine's physical memory).
-    optimize: apply plan-time rewrites (runtime/optimizer.py); results are the same.
+    optimize: apply plan-time rewrites (runtime/partition_stitch.py); results are the same.
     cluster: a ``distributed.Client``: ops run on the cluster's tasks
         (``/job:worker/task:K`` is its K-th worker by name; runtime/distributed/).
         The Session never closes the client.

@@ -35,7 +35,7 @@ from typing import Any
 from graphflow.errors import (AbortedError, CancelledError, InternalError, InvalidArgumentError,
                               OpError)
 
-from ..devices import list_devices
+from ..device_discovery import list_devices
 from ..executor import ForwardCounter, Plan
 from ..resources import Journal, ResourceStore, journaling
 from ..tracing import RunMetadata
