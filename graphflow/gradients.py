@@ -123,7 +123,7 @@ def _gradients(ys: Any, xs: Any, grad_ys: Any, stop_gradients: Any, name: str,
             summed[t] = _sum_gradients(pending.pop(t, []), t, scope)
         return summed[t]
 
-    for op in sorted(between, key=lambda o: o._id, reverse=True):
+    for op in sorted(between, key=lambda o: o.position, reverse=True):
         # A held tensor still gets its own gradient (it may be an x); the walk stops there.
         wanted = [i for i, t in enumerate(op.inputs) if is_differentiable(t) and (
             (t.op in between and t not in held) or t in x_set)]
@@ -339,7 +339,7 @@ def _refine_shape(grad, t: Output, first_new_op: int) -> None:
     """The gradient of ``t`` has ``t``'s shape: the dims known of ``t`` become known of a
     gradient this call built (TensorFlow's set_shape), e.g. [?, 3] where a run-time Slice
     or ScatterNd inferred [?, ?]. Tensors from before the call (a fed grad_y) are left."""
-    if isinstance(grad, Output) and grad.op._id >= first_new_op:
+    if isinstance(grad, Output) and grad.op.position >= first_new_op:
         grad.shape = grad.shape.merge_with(t.shape)
 
 

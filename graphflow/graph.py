@@ -150,7 +150,7 @@ class Operation:
     """A node: its type, name, inputs, control inputs, attrs, requested device, outputs."""
 
     __slots__ = ("graph", "name", "op_def", "inputs", "arg_lengths", "control_inputs",
-                 "attrs", "device", "outputs", "site", "_id", "_const_cache", "__weakref__")
+                 "attrs", "device", "outputs", "site", "_position", "_const_cache", "__weakref__")
 
     def __init__(self, graph: "Graph", name: str, op_def: "OpDef", inputs: Iterable[Output],
                  arg_lengths: tuple[int, ...], control_inputs: Iterable["Operation"],
@@ -165,12 +165,32 @@ class Operation:
         self.device = device
         self.outputs: tuple[Output, ...] = ()
         self.site = site
-        self._id = -1
+        self._position = -1
         self._const_cache: dict[int, Any] = {}
+
+    @classmethod
+    def stand_in(cls, original: "Operation", op_def: "OpDef", inputs: Iterable[Output],
+                 arg_lengths: tuple[int, ...], attrs: Mapping[str, Any],
+                 outputs: Iterable[tuple[DType, TensorShape]], *, name: str | None = None,
+                 control_inputs: Iterable["Operation"] = ()) -> "Operation":
+        """A plan-only node standing for ``original`` (a rewrite's product): outside the
+        graph's registry of names, on ``original``'s device, with its site and its
+        position in the creation order, so that a plan sorts it where ``original`` was."""
+        node = cls(original.graph, name or original.name, op_def, inputs, arg_lengths,
+                   control_inputs, attrs, original.device, original.site)
+        node.outputs = tuple(Output(node, k, dt, sh) for k, (dt, sh) in enumerate(outputs))
+        node._position = original._position
+        return node
 
     @property
     def type(self) -> str:
         return self.op_def.name
+
+    @property
+    def position(self) -> int:
+        """Where this op stands in its graph's creation order: every input of an op comes
+        before it (-1 until the op is added to a graph)."""
+        return self._position
 
     def output(self, index: int = 0) -> Output:
         """Output ``index`` (negative counts from the end, as a list's index)."""
@@ -236,7 +256,7 @@ class Graph:
         with self._lock:
             if op.name in self._by_name:
                 raise InvalidArgumentError(f"Duplicate node name in graph: '{op.name}'")
-            op._id = len(self._ops)
+            op._position = len(self._ops)
             self._ops.append(op)
             self._by_name[op.name] = op
         return op

@@ -123,9 +123,7 @@ def _evaluate(op: Operation, args: list, host: Device, config) -> list[np.ndarra
 
 def _constant(op: Operation, output: Output, value: np.ndarray) -> Output:
     """A Const node, outside the graph's registry of names, standing for ``output``."""
-    const = Operation(op.graph, op.name if len(op.outputs) == 1 else f"{op.name}:{output.index}",
-                      op_def("Const"), [], (), (), {"value": value, "dtype": output.dtype},
-                      op.device, op.site)
-    const.outputs = (Output(const, 0, output.dtype, output.shape),)
-    const._id = op._id
+    name = op.name if len(op.outputs) == 1 else f"{op.name}:{output.index}"
+    const = Operation.stand_in(op, op_def("Const"), [], (), {"value": value, "dtype": output.dtype},
+                               [(output.dtype, output.shape)], name=name)
     return const.outputs[0]

@@ -362,7 +362,7 @@ def find_regions(ops: Sequence[Operation], fed: Collection[Output] = (),
                         and len(joined.members) + len(group.members) <= MAX_REGION_OPS:
                     joined.members += group.members
                     group.merged = True
-            joined.members.sort(key=lambda o: o._id)
+            joined.members.sort(key=lambda o: o.position)
             for member in joined.members:
                 group_of[member] = joined
         for group in producers:
@@ -455,11 +455,9 @@ def fused_node(region: Region) -> Operation:
     last = region.members[-1]
     attrs = {"T": region.outputs[0].dtype, "N": len(region.inputs), "M": len(region.outputs),
              "region": region, "replaces": region.names}
-    node = Operation(last.graph, region.name, op_def("_FusedElementwise"), region.inputs,
-                     (len(region.inputs),), (), attrs, last.device, last.site)
-    node.outputs = tuple(Output(node, k, o.dtype, o.shape) for k, o in enumerate(region.outputs))
-    node._id = last._id
-    return node
+    return Operation.stand_in(last, op_def("_FusedElementwise"), region.inputs,
+                              (len(region.inputs),), attrs,
+                              [(o.dtype, o.shape) for o in region.outputs], name=region.name)
 
 
 def fuse_elementwise(ops: Sequence[Operation], fed: Collection[Output] = (),

@@ -97,7 +97,7 @@ def _fuse_partition_stitch(stitch: Operation, fed: Collection[Output]) -> Operat
     if any(o in fed for o in (*inner, rows.inputs[0], *rows.inputs[0].op.inputs)):
         return None
     selector, compare = _selector(partitions, x, k, scalars, fed)
-    origin = min(parts, rows, key=lambda op: op._id)  # the one that fails first as written
+    origin = min(parts, rows, key=lambda op: op.position)  # the one that fails first as written
     replaced = {stitch, rows, *(o.op for o in inner), *_range_ops(rows.inputs[0])}
     if selector is not partitions:  # the Cast to ids, and the comparison if folded
         replaced |= {partitions.op} | ({partitions.op.inputs[0].op} if compare else set())
@@ -107,13 +107,11 @@ def _fuse_partition_stitch(stitch: Operation, fed: Collection[Output]) -> Operat
              "S": int(selector is not None), "M": len(scalars), "num_partitions": k,
              "program": tuple(programs), "compare": compare,
              "origin": (origin.name, origin.type, origin.site),
-             "replaces": tuple(op.name for op in sorted(replaced, key=lambda op: op._id))}
+             "replaces": tuple(op.name for op in sorted(replaced, key=lambda op: op.position))}
     selectors = [] if selector is None else [selector]
-    fused = Operation(stitch.graph, stitch.name, definition, [x, *selectors, *scalars],
-                      (1, len(selectors), len(scalars)), (), attrs, stitch.device, stitch.site)
-    fused.outputs = (Output(fused, 0, stitch.outputs[0].dtype, stitch.outputs[0].shape),)
-    fused._id = stitch._id
-    return fused
+    out = stitch.outputs[0]
+    return Operation.stand_in(stitch, definition, [x, *selectors, *scalars],
+                              (1, len(selectors), len(scalars)), attrs, [(out.dtype, out.shape)])
 
 
 def _selector(partitions: Output, x: Output, k: int, scalars: list[Output],

@@ -43,7 +43,7 @@ def prune(fetches: Sequence, fed: Collection[Output], subst: dict | None = None)
                 stack.append(i.op)
         for c in op.control_inputs:
             stack.extend(t for t in control_targets(c, subst, fed) if t not in needed)
-    return sorted(needed, key=lambda op: op._id)
+    return sorted(needed, key=lambda op: op.position)
 
 
 def control_targets(c: Operation, subst: dict, fed: Collection[Output]) -> list[Operation]:

@@ -110,7 +110,7 @@ def _waits(ir: PlanIR, root: Operation, removed: set) -> list[Operation]:
         cone.add(op)
         for i in op.inputs:
             stack += [i.op, ir.resolve(i).op]
-    return [c for op in sorted(cone, key=lambda o: o._id) for c in op.control_inputs
+    return [c for op in sorted(cone, key=lambda o: o.position) for c in op.control_inputs
             if c not in cone]
 
 

@@ -326,7 +326,7 @@ class Session:
         for key, value in (feed_dict or {}).items():
             out = _as_feed_key(self.graph, key)
             feeds[out] = feed_checker(out)(value)
-        order = sorted(feeds, key=lambda o: (o.op._id, o.index))
+        order = sorted(feeds, key=lambda o: (o.op.position, o.index))
         plan = self._plan(mapper.flat, order)
         return mapper.build(self._execute(plan, [feeds[o] for o in order], run_metadata, trace))
 

@@ -87,8 +87,6 @@ def specialize(ir: PlanIR, shapes: Sequence[tuple]) -> PlanIR | None:
 
 def _clone(op: Operation, inputs, controls, shapes) -> Operation:
     """A plan-only copy of ``op`` with other inputs and output shapes."""
-    clone = Operation(op.graph, op.name, op.op_def, inputs, op.arg_lengths, controls, op.attrs,
-                      op.device, op.site)
-    clone.outputs = tuple(Output(clone, o.index, o.dtype, s) for o, s in zip(op.outputs, shapes))
-    clone._id = op._id
-    return clone
+    return Operation.stand_in(op, op.op_def, inputs, op.arg_lengths, op.attrs,
+                              [(o.dtype, s) for o, s in zip(op.outputs, shapes)],
+                              control_inputs=controls)

@@ -138,4 +138,4 @@ def test_graph_thread_safe_creation():
         t.join()
     names = [op.name for op in g.operations()]
     assert len(names) == 1600 == len(set(names))
-    assert [op._id for op in g.operations()] == list(range(1600))
+    assert [op.position for op in g.operations()] == list(range(1600))

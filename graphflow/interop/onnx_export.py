@@ -167,7 +167,7 @@ def _needed_ops(fetches: list[Output], feeds: list[Output]) -> tuple[list, list]
         return found
     data = closure([o.op for o in fetches if o not in fed], False)
     waited = closure([c for op in data for c in op.control_inputs], True) - data
-    order = lambda ops: sorted(ops, key=lambda op: op._id)  # noqa: E731
+    order = lambda ops: sorted(ops, key=lambda op: op.position)  # noqa: E731
     return order(data), order(waited)
 
 
