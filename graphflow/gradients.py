@@ -138,7 +138,7 @@ def _gradients(ys: Any, xs: Any, grad_ys: Any, stop_gradients: Any, name: str,
                 f"No gradient defined for operation '{op.name}' (op type: {op.type}); declare "
                 f"one with @{op.type}.gradient, or op_def.not_differentiable(). Built at "
                 f"{op.site}")
-        scope = root.with_sub_scope(f"{op.name}_grad")._replace(_device=op.device)
+        scope = root.with_sub_scope(f"{op.name}_grad").beside(op)
         out_grads = [total(o, scope) if o in flowing else None for o in op.outputs]
         out_grads = _fill_missing(scope, op, out_grads)
         if not getattr(rule, "takes_indexed_slices", False):
@@ -189,7 +189,7 @@ def _gather_slices(scope: Scope, read: Output, grad) -> IndexedSlices:
     IndexedSlices are densified first."""
     handle, indices = read.op.inputs
     shape = handle.op.attrs["shape"].as_list()
-    s = scope.with_sub_scope(f"{read.op.name}_grad")._replace(_device=read.op.device)
+    s = scope.with_sub_scope(f"{read.op.name}_grad").beside(read)
     if isinstance(grad, IndexedSlices):
         if indices.shape.rank == 1:
             rows = s.gather_nd(indices, s.expand_dims(grad.indices, -1), name="Indices")
@@ -277,7 +277,7 @@ def _checked_grad_y(scope: Scope, y: Output, grad: Output, k: int) -> Output:
     if grad.shape.is_fully_defined() and grad.shape == y.shape:
         return grad
     from graphflow.ops.check_ops import AssertEqual
-    s = scope.with_sub_scope(f"grad_ys_{k}_check")._replace(_device=grad.op.device)
+    s = scope.with_sub_scope(f"grad_ys_{k}_check").beside(grad)
     # The check passes y's shape (a small host vector) on, and grad is reshaped to it
     # (no copy): grad itself never moves to where the check runs.
     y_shape = s.shape(y, out_type=int64)

@@ -152,7 +152,7 @@ def _root_scope(shards: Sequence, ids: Any, scope: Scope | None) -> Scope:
     if scope is not None:
         return scope
     ids_out = as_operand(ids)
-    return Scope(graph)._replace(_device=ids_out.op.device if ids_out is not None else "")
+    return Scope(graph).beside(ids_out if ids_out is not None else "")
 
 
 def _as_table(shard: Any, k: int) -> _Table:
@@ -212,7 +212,7 @@ def _as_ids(ids: Any) -> Output | np.ndarray:
 # -- the graph ----------------------------------------------------------------------------
 def _gather(s: Scope, table: _Table, rows: Output) -> Output:
     """Rows ``rows`` (any shape) of one shard, gathered on the shard's device."""
-    on_shard = s._replace(_device=table.device)
+    on_shard = s.beside(table)
     if table.variable is not None:
         v = table.variable
         return on_shard.resource_gather(v.handle, rows, dtype=v.dtype, name="Gather")
@@ -257,7 +257,7 @@ def _total_rows(s: Scope, tables: list[_Table], dtype) -> Output:
         if d is not None:
             parts.append(s.constant([d], dtype=dtype, name="ShardRows"))
             continue
-        on_shard = s._replace(_device=t.device)
+        on_shard = s.beside(t)
         shape = on_shard.shape(t.tensor, out_type=dtype, name="ShardShape")
         parts.append(on_shard.slice(shape, [0], [1], name="ShardRows"))
     stacked = s.concat(parts, 0, name="AllShardRows")
@@ -271,7 +271,7 @@ def _result_shape(s: Scope, ids: Output, tables: list[_Table], row_shape: Tensor
     if ids.shape.is_fully_defined() and row_shape.is_fully_defined():
         return ids.shape.as_list() + row_shape.as_list()
     first = tables[0]  # if a row dim is unknown, a tensor: a variable's shape is static
-    on_shard = s._replace(_device=first.device)
+    on_shard = s.beside(first)
     parts = [s.shape(ids, name="IdsShape")]
     if row_shape.rank is None:
         parts.append(on_shard.slice(on_shard.shape(first.tensor, name="FirstShardShape"), [1],

@@ -163,7 +163,7 @@ class Saver:
         made = self._restore_ops.get(key)
         if made is None:
             from .scope import Scope
-            scope = Scope(v.graph)._replace(_device=v.device)
+            scope = Scope(v.graph).beside(v)
             placeholder = scope.placeholder(v.dtype, shape=v.shape, name=f"save/{v.name}/value")
             assign = scope.assign_variable_op(v.handle, placeholder,
                                               name=f"save/{v.name}/restore")

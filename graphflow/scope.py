@@ -90,6 +90,31 @@ class Scope:
                 ops.append(op)
         return self._replace(_control=tuple(ops))
 
+    def beside(self, node: Any) -> "Scope":
+        """A scope whose ops are placed exactly where ``node`` (an Operation, Output,
+        Variable or device string) is, not merged with this scope's device: the ops a
+        library builds for a node (its gradient, its update, its reads) go with it."""
+        device = node if isinstance(node, str) else getattr(node, "device", None)
+        if not isinstance(device, str):
+            raise TypeError(f"beside() takes an Operation, an Output, a Variable or a device "
+                            f"string, got {type(node).__name__} {node!r}")
+        return self._replace(_device=device)
+
+    def within(self, node_name: str) -> "Scope":
+        """A scope whose ops are named ``node_name/...`` exactly, for a name the graph has
+        reserved already (a node's own helpers: ``v/Initializer`` of a variable ``v``)."""
+        _check_name(node_name, "within")
+        return self._replace(_prefix=node_name + "/", _op_name=None)
+
+    def without_op_name(self) -> "Scope":
+        """This scope without a pending ``with_name`` name: for the helpers of a node that
+        takes that name itself."""
+        return self._replace(_op_name=None)
+
+    def without_control_dependencies(self) -> "Scope":
+        """This scope with no control dependencies."""
+        return self._replace(_control=())
+
     def make_op_name(self, default: str) -> str:
         """The unique name of the next op: ``with_name``'s name, else ``default``."""
         _check_name(default, "op name")

@@ -70,15 +70,14 @@ class Optimizer:
         # The updates go under the prefix "<name>/" without reserving "<name>", so that the
         # step op itself gets the name (a sub-scope took it: minimize(name="train") was
         # "train_1", and a saved graph did not run by the name the user gave).
-        prefix = Scope(graph).with_name(base)._replace(_op_name=None, _prefix=base + "/")
+        prefix = Scope(graph).with_name(base).within(base)
         pairs = [(_as_gradient(prefix, g, v, k), v) for k, (g, v) in enumerate(pairs)
                  if g is not None]
         computed = _gradient_ops(pairs)
         scope = prefix.with_control_dependencies(computed)
         updates = []
         for g, v in pairs:
-            s = scope.with_sub_scope(f"update_{v.name.replace('/', '_')}")._replace(
-                _device=v.device)
+            s = scope.with_sub_scope(f"update_{v.name.replace('/', '_')}").beside(v)
             if isinstance(g, IndexedSlices):
                 updates.append(self._apply_sparse(s, g, v))
             else:
@@ -190,7 +189,7 @@ class AdagradOptimizer(Optimizer):
         variables of one name in several graphs."""
         slot = self._slots.get((var.graph, var.name))
         if slot is None:
-            scope = Scope(var.graph)._replace(_device=var.device)
+            scope = Scope(var.graph).beside(var)
             start = scope.fill(var.shape.as_list(), scope.constant(
                 self.initial_accumulator_value, dtype=var.dtype), name=f"{var.name}/AdagradInit")
             slot = scope.variable(start, name=f"{var.name}/{self.name}")

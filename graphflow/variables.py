@@ -36,7 +36,7 @@ class Variable:
         self.initializer = initializer
         self._read = read
         from .scope import Scope
-        self._scope = Scope(handle.graph)._replace(_device=handle.op.device)
+        self._scope = Scope(handle.graph).beside(handle)
 
     @classmethod
     def create(cls, scope, initial_value: Any, name: str | None = None,
@@ -44,7 +44,7 @@ class Variable:
         """Build the variable's nodes in ``scope`` (see ``Scope.variable``), without the
         scope's control dependencies (TF 1.x's init_scope): a variable's handle, reads
         and initializer must not rerun what the scope waits on at every use."""
-        scope = scope._replace(_control=())
+        scope = scope.without_control_dependencies()
         what = f"Variable '{name or 'Variable'}'"
         value = as_operand(initial_value)
         if value is None:
@@ -64,7 +64,7 @@ class Variable:
                 f"{what}: the initial value's shape {shape} must be fully defined at build time")
         handle = scope.var_handle_op(dtype=dtype_, shape=shape, name=name or "Variable")
         node_name = handle.op.name
-        sub = scope._replace(_prefix=node_name + "/", _op_name=None)
+        sub = scope.within(node_name)
         if value is None:
             value = sub.const(array, dtype=dtype_, name="InitialValue")
         init = sub.assign_variable_op(handle, value, name="Initializer")
@@ -113,7 +113,7 @@ class Variable:
         the update, as in TensorFlow 1.x."""
         if not scope.control_dependencies or scope.graph is not self.graph:
             return self.read()
-        return scope._replace(_device=self.device).with_control_dependencies(
+        return scope.beside(self).with_control_dependencies(
             self._read_after()).read_variable_op(
             self.handle, dtype=self.dtype, name=f"{self.name.rsplit('/', 1)[-1]}/Read")
 
@@ -185,7 +185,7 @@ class Variable:
         """Raw values become Consts of the variable's dtype (an Output is checked by the op)."""
         if as_operand(value) is not None:
             return value
-        return self._scope._replace(_control=()).constant(value, dtype=self.dtype,
+        return self._scope.without_control_dependencies().constant(value, dtype=self.dtype,
                                                           name=f"{self.name}/Value")
 
     def __repr__(self) -> str:
@@ -245,7 +245,7 @@ def global_variables(graph: Graph) -> list[Variable]:
         read = graph.operation(f"{name}/Read").outputs[0] if f"{name}/Read" in graph else None
         if read is None:
             from .scope import Scope
-            read = Scope(graph)._replace(_device=op.device).read_variable_op(
+            read = Scope(graph).beside(op).read_variable_op(
                 op.outputs[0], dtype=op.attrs["dtype"], name=f"{name}/Read")
         found.append(Variable(op.outputs[0], init, read))
     return found

@@ -110,7 +110,7 @@ def reduce_sum(self: Scope, input, axis=None, keep_dims: bool | None = None, *,
     if keep_dims is not None and keepdims is not None and bool(keep_dims) != bool(keepdims):
         raise InvalidArgumentError("reduce_sum: pass keep_dims or keepdims, not both")
     keep = bool(keep_dims if keep_dims is not None else keepdims or False)
-    helpers = self._replace(_op_name=None)  # a with_name() name belongs to the Sum itself
+    helpers = self.without_op_name()  # a with_name() name belongs to the Sum itself
     if axis is None:
         operand = as_operand(input)  # never `or`: an Output is no Python bool
         if operand is None:
