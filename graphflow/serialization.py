@@ -214,79 +214,118 @@ def _parse(graph_def: Any) -> list[_Node]:
     return [_parse_node(i, node, ops, names) for i, node in enumerate(raw)]
 
 
+@dataclass(frozen=True)
+class _NodeAt:
+    """Where a node sits in the file, for its error messages: index, name, op type once known."""
+
+    index: int
+    name: str
+    op_type: str | None = None
+
+    def error(self, field: str, message: str) -> InvalidArgumentError:
+        where = f"nodes[{self.index}]"
+        return _error(f"{where}.{field}" if field else where, message, self.name, self.op_type)
+
+
 def _parse_node(i: int, node: Mapping, ops: dict[str, OpDef], names: dict[str, int]) -> _Node:
-    name = node["name"]
-    where = f"nodes[{i}]"
-
-    def fail(field: str, message: str, op_type: str | None = None) -> InvalidArgumentError:
-        return _error(f"{where}.{field}" if field else where, message, name, op_type)
-
+    """Check one node's fields against its OpDef and the names of the file's nodes."""
+    at = _NodeAt(i, node["name"])
     extra = sorted(set(node) - _NODE_FIELDS)
     if extra:
-        raise fail(extra[0], f"unknown field (a node has {', '.join(sorted(_NODE_FIELDS))})")
+        raise at.error(extra[0], f"unknown field (a node has {', '.join(sorted(_NODE_FIELDS))})")
+    definition = _node_op_def(node, ops, at)
+    at = _NodeAt(i, at.name, definition.name)
+    inputs = _node_inputs(node, names, at)
+    controls = _node_control_inputs(node, names, at)
+    device = _node_device(node, at)
+    attrs = _node_attrs(node, definition, at)
+    _check_input_count(definition, attrs, len(inputs), at)
+    return _Node(i, at.name, definition, tuple(inputs), tuple(controls), device, attrs)
+
+
+def _node_op_def(node: Mapping, ops: dict[str, OpDef], at: _NodeAt) -> OpDef:
+    """The registered OpDef the node's ``op`` names."""
     op_type = node.get("op")
     if op_type is None:
-        raise fail("op", "missing")
+        raise at.error("op", "missing")
     if not isinstance(op_type, str) or op_type not in ops:
-        raise fail("op", f"Op type not registered {_show(op_type)} in this graphflow")
-    definition = ops[op_type]
+        raise at.error("op", f"Op type not registered {_show(op_type)} in this graphflow")
+    return ops[op_type]
 
+
+def _node_inputs(node: Mapping, names: dict[str, int], at: _NodeAt) -> list[tuple[str, int]]:
+    """The data inputs as (node name, output index), each naming a node of the file."""
     inputs = []
-    for j, ref in enumerate(_list_of_str(node.get("inputs", []), lambda m: fail("inputs", m, op_type))):
+    for j, ref in enumerate(_list_of_str(node.get("inputs", []),
+                                         lambda m: at.error("inputs", m))):
         match = _INPUT_REF.fullmatch(ref)
         if match is None:
-            raise fail(f"inputs[{j}]", f"{_show(ref)} is not of the form 'name:index' (index "
-                                       f"in ASCII digits)", op_type)
+            raise at.error(f"inputs[{j}]", f"{_show(ref)} is not of the form 'name:index' "
+                                           f"(index in ASCII digits)")
         src = match["node"]
         if src not in names:
-            raise fail(f"inputs[{j}]", f"input {_show(ref)} names no node in the GraphDef",
-                       op_type)
+            raise at.error(f"inputs[{j}]", f"input {_show(ref)} names no node in the GraphDef")
         inputs.append((src, int(match["index"])))
+    return inputs
+
+
+def _node_control_inputs(node: Mapping, names: dict[str, int], at: _NodeAt) -> list[str]:
+    """The control inputs, each naming a node of the file."""
     controls = _list_of_str(node.get("control_inputs", []),
-                            lambda m: fail("control_inputs", m, op_type))
+                            lambda m: at.error("control_inputs", m))
     for j, ref in enumerate(controls):
         if ref not in names:
-            raise fail(f"control_inputs[{j}]", f"control input {_show(ref)} names no node in "
-                                               f"the GraphDef", op_type)
+            raise at.error(f"control_inputs[{j}]", f"control input {_show(ref)} names no node "
+                                                   f"in the GraphDef")
+    return controls
 
+
+def _node_device(node: Mapping, at: _NodeAt) -> str:
+    """The requested device, canonical."""
     device = node.get("device", "")
     if not isinstance(device, str):
-        raise fail("device", f"expected a string, got {_show(device)}", op_type)
+        raise at.error("device", f"expected a string, got {_show(device)}")
     try:
-        device = canonical_device(device)
+        return canonical_device(device)
     except InvalidArgumentError as e:
-        raise fail("device", e.message, op_type) from None
+        raise at.error("device", e.message) from None
 
+
+def _node_attrs(node: Mapping, definition: OpDef, at: _NodeAt) -> dict[str, Any]:
+    """The attrs decoded and coerced by their specs; every required attr present."""
     attrs_in = node.get("attrs", {})
     if not isinstance(attrs_in, Mapping):
-        raise fail("attrs", f"expected an object, got {type(attrs_in).__name__}", op_type)
+        raise at.error("attrs", f"expected an object, got {type(attrs_in).__name__}")
     attrs = {}
     for key, encoded in attrs_in.items():
         spec = definition.attrs.get(key)
         if spec is None:
             known = ", ".join(definition.attrs) or "none"
-            raise fail(f"attrs.{key}", f"'{key}' is not an attr of op {op_type} (its attrs: "
-                                       f"{known})", op_type)
+            raise at.error(f"attrs.{key}", f"'{key}' is not an attr of op {at.op_type} (its "
+                                           f"attrs: {known})")
         try:
-            value = decode_attr(spec, encoded)
-            attrs[key] = spec.coerce(key, value, op_type)
+            attrs[key] = spec.coerce(key, decode_attr(spec, encoded), at.op_type)
         except InvalidArgumentError as e:
-            raise fail(f"attrs.{key}", e.message, op_type) from None
-
+            raise at.error(f"attrs.{key}", e.message) from None
     for key in definition.user_attrs:
         if definition.attrs[key].required and key not in attrs:
-            raise fail(f"attrs.{key}", f"missing (op {op_type} requires it)", op_type)
+            raise at.error(f"attrs.{key}", f"missing (op {at.op_type} requires it)")
+    return attrs
+
+
+def _check_input_count(definition: OpDef, attrs: dict[str, Any], count: int,
+                       at: _NodeAt) -> None:
+    """As many inputs as the OpDef takes, list inputs counted by their length attrs."""
     expected = 0
     for spec in definition.inputs:
         if spec.is_list and spec.number_attr not in attrs:
-            raise fail(f"attrs.{spec.number_attr}", f"missing; it gives the length of list "
-                                                    f"input '{spec.name}'", op_type)
+            raise at.error(f"attrs.{spec.number_attr}", f"missing; it gives the length of "
+                                                        f"list input '{spec.name}'")
         expected += attrs[spec.number_attr] if spec.is_list else 1
-    if len(inputs) != expected:
-        raise fail("inputs", f"op {op_type} takes {expected} inputs "
-                             f"({', '.join(str(s) for s in definition.inputs) or 'none'}), "
-                             f"got {len(inputs)}", op_type)
-    return _Node(i, name, definition, tuple(inputs), tuple(controls), device, attrs)
+    if count != expected:
+        raise at.error("inputs", f"op {at.op_type} takes {expected} inputs "
+                                 f"({', '.join(str(s) for s in definition.inputs) or 'none'}), "
+                                 f"got {count}")
 
 
 def _is_int(value: Any) -> bool:
