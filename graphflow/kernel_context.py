@@ -73,10 +73,11 @@ class KernelContext:
             shape = tuple(int(d) for d in shape)
         if type(dtype) is not np.dtype:
             dtype = np.dtype(dtype)
-        if self.memory_limit is None and self.xp is np and len(shape) <= 2 \
-                and math.prod(shape) * dtype.itemsize < _POOLED_BYTES:
-            # small: a new array (the pool keeps only big buffers), nothing to check
-            return (np.zeros if zeroed else np.empty)(shape, dtype)
+        if self.xp is np and len(shape) <= 2:
+            nbytes = math.prod(shape) * dtype.itemsize
+            if nbytes < _POOLED_BYTES and (self.memory_limit is None or nbytes <= self.memory_limit):
+                # small: a new array (the pool keeps only big buffers), within the limit
+                return (np.zeros if zeroed else np.empty)(shape, dtype)
         if self.buffers is not None:
             buffer = self.buffers.take(shape, dtype)
             if buffer is not None:
