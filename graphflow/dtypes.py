@@ -91,6 +91,8 @@ COMPLEX_TYPES = (complex64, complex128)
 REAL_NUMBER_TYPES = FLOAT_TYPES + INTEGER_TYPES
 NUMBER_TYPES = REAL_NUMBER_TYPES + COMPLEX_TYPES
 INDEX_TYPES = (int32, int64)
+#: Every dtype but string: what numeric and GPU kernels accept.
+NON_STRING_TYPES = tuple(t for t in ALL_TYPES if t is not string)
 
 _BY_NAME = {t.name: t for t in ALL_TYPES}
 _BY_NAME.update({"bool_": bool_, "half": float16, "float": float32, "double": float64,

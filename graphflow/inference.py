@@ -10,7 +10,7 @@ import numpy as np
 
 from .dtypes import DType
 from .errors import InvalidArgumentError
-from .kernel_context import KernelContext
+from .host_eval import evaluate_on_host
 from .shapes import MAX_RANK, TensorShape
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -114,27 +114,11 @@ def _compute_constant(output: "Output") -> np.ndarray | None:
         if v is None or v.size > MAX_FOLDED_ELEMENTS:
             return None
         values.append(v)
-    kernel = op.op_def.find_kernel("cpu", dict(op.attrs))
-    if kernel is None:
-        return None
     # outputs of unknown shape: kernels that check their allocations stop early
-    ctx = KernelContext(op.name, op.type, op.attrs, memory_limit=MAX_FOLDED_BYTES)
-    args, start = [], 0
-    for spec, n in zip(op.op_def.inputs, op.arg_lengths):
-        args.append(values[start:start + n] if spec.is_list else values[start])
-        start += n
-    try:
-        with np.errstate(all="ignore"):
-            result = kernel.fn(ctx, *args)
-    except Exception:  # noqa: BLE001 - the same error is reported when the graph runs
+    results = evaluate_on_host(op, values, MAX_FOLDED_BYTES)
+    if results is None or any(r.size > MAX_FOLDED_ELEMENTS for r in results):
         return None
-    sequence = len(op.outputs) != 1 or any(spec.is_list for spec in op.op_def.outputs)
-    results = list(result) if sequence else [result]
     for out, r in zip(op.outputs, results):
-        r = np.asarray(r)
-        if r.size > MAX_FOLDED_ELEMENTS:
-            return None
-        r.flags.writeable = False
         op._const_cache[out.index] = r
     return op._const_cache.get(output.index)
 

@@ -393,6 +393,25 @@ class OpDef:
         return (fn.__doc__ or "").strip() if fn else ""
 
     @property
+    def returns_list(self) -> bool:
+        """Whether a kernel returns a list of values, one per output, rather than the value
+        of its one output: any list output, or a number of outputs other than one."""
+        return len(self.outputs) != 1 or any(spec.is_list for spec in self.outputs)
+
+    def group_inputs(self, flat: list, arg_lengths: tuple[int, ...]) -> list:
+        """``flat`` input values per declared input, as a kernel takes them: the value
+        itself, or a list for a list input (``arg_lengths``: values per input)."""
+        groups, start = [], 0
+        for spec, n in zip(self.inputs, arg_lengths):
+            groups.append(list(flat[start:start + n]) if spec.is_list else flat[start])
+            start += n
+        return groups
+
+    def output_counts(self, attrs: dict[str, Any]) -> list[int]:
+        """How many outputs each declared output gives under ``attrs``."""
+        return [attrs[spec.number_attr] if spec.is_list else 1 for spec in self.outputs]
+
+    @property
     def internal(self) -> bool:
         return self.name.startswith("_")
 
@@ -474,6 +493,7 @@ def on_register(listener: Callable[[OpDef], None]) -> None:
 
 # re-exported type sets, handy in declarations
 ALL_TYPES = _dt.ALL_TYPES
+NON_STRING_TYPES = _dt.NON_STRING_TYPES
 NUMBER_TYPES = _dt.NUMBER_TYPES
 REAL_NUMBER_TYPES = _dt.REAL_NUMBER_TYPES
 INDEX_TYPES = _dt.INDEX_TYPES

@@ -22,13 +22,11 @@ from typing import Collection, Sequence
 
 import numpy as np
 
-from graphflow.errors import OpError
 from graphflow.graph import Operation, Output
-from graphflow.kernel_context import KernelContext
+from graphflow.host_eval import evaluate_on_host
 from graphflow.registry import op_def
 
 from .device import Device
-from .steps import checked_kernel
 
 #: Outputs larger than this stay computed at run time.
 MAX_FOLDED_BYTES = 1 << 20
@@ -90,35 +88,10 @@ def _shape_stand_in(x: Output) -> list | None:
 
 def _evaluate(op: Operation, args: list, host: Device, config) -> list[np.ndarray] | None:
     """The op's outputs computed by its CPU kernel, or None when it should not be folded."""
-    kernel = op.op_def.find_kernel("cpu", dict(op.attrs))
-    if kernel is None:
-        return None
     # an output past the session's memory limit is not folded: it fails at run time
     limit = MAX_FOLDED_BYTES if config.memory_limit_bytes is None else min(
         MAX_FOLDED_BYTES, config.memory_limit_bytes)
-    ctx = KernelContext(op.name, op.type, op.attrs, device=host, config=config,
-                        memory_limit=limit)
-    fn = checked_kernel(kernel.fn, op, host)  # a user kernel's bad result is not folded
-    grouped, k = [], 0
-    for n, spec in zip(op.arg_lengths, op.op_def.inputs):
-        grouped.append(args[k:k + n] if spec.is_list else args[k])
-        k += n
-    try:
-        with np.errstate(all="ignore"):
-            result = fn(ctx, *grouped)
-    except (OpError, ValueError, TypeError, ArithmeticError, IndexError, MemoryError):
-        return None  # it fails at run time, as it always did
-    single = len(op.outputs) == 1 and not any(spec.is_list for spec in op.op_def.outputs)
-    results = [result] if single else list(result)
-    if len(results) != len(op.outputs) or not all(
-            isinstance(r, (np.ndarray, np.generic)) and r.nbytes <= limit for r in results):
-        return None
-    frozen = []
-    for r in results:
-        r = np.array(r, copy=True)  # the plan's own, read-only: never aliases an input
-        r.flags.writeable = False
-        frozen.append(r)
-    return frozen
+    return evaluate_on_host(op, args, limit, device=host, config=config)
 
 
 def _constant(op: Operation, output: Output, value: np.ndarray) -> Output:

@@ -7,16 +7,14 @@ array may).
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
-
-import numpy as np
 
 from graphflow.errors import InternalError
 from graphflow.graph import Operation
 from graphflow.kernel_context import KernelContext, KernelSpec
 from graphflow.memory_limit import limit_outputs
+from graphflow.output_check import checked_kernel
 
 from .device import Device
 
@@ -144,79 +142,3 @@ def _kernel_closure(step: KernelStep, release: tuple[int, ...], release_fn) -> C
         for f in release:
             release_fn(s, f)
     return run
-
-
-def checked_kernel(fn: Callable, op: Operation, device: Device) -> Callable:
-    """``fn``, a kernel of ``op`` on ``device``, as the runtime may call it. graphflow's
-    own kernels are trusted (their tests check them) and run as they are. A user op's
-    kernel is held to what later steps rely on: one array of the device per declared
-    output, of the declared dtype (else an InternalError naming the op and the kernel,
-    never a wrong value passed on), an ndarray subclass (a masked array) passed on as
-    its plain data, as a fed one is; and with ``fresh_outputs`` (``register_op``'s
-    default, which lets later nodes write into its outputs), outputs that are
-    provably private: an output that is a view (of an input, or of anything) or that
-    something else holds (an input itself, a buffer kept in a global or in
-    ``ctx.cache``: its reference count says so) is copied."""
-    if (getattr(fn, "__module__", None) or "").startswith("graphflow."):
-        return fn
-    kernel_name = f"{getattr(fn, '__module__', None)}.{getattr(fn, '__qualname__', fn)}"
-    declared = [o.dtype for o in op.outputs]
-    dtypes = [d.as_numpy_dtype for d in declared]
-    n_out = len(dtypes)
-    single = n_out == 1 and not any(spec.is_list for spec in op.op_def.outputs)
-    fresh = op.op_def.fresh_outputs
-    holds = device.holds
-    getrefcount = sys.getrefcount
-    ndarray = np.ndarray
-
-    def bad(what: str) -> InternalError:
-        return InternalError(f"Kernel {kernel_name} of op '{op.type}' {what}")
-
-    def check(value, i: int) -> None:
-        if value is None or not holds(value):
-            raise bad(f"returned {_described(value)} for output {i}, which must be an array "
-                      f"of {device.name}")
-        dtype = getattr(value, "dtype", None)
-        if dtype is not None and dtype != dtypes[i]:
-            raise bad(f"returned an array of dtype {dtype} for output {i}, which is declared "
-                      f"{declared[i].name}")
-
-    if single:
-        dtype0 = dtypes[0]
-
-        def checked(ctx, *args):
-            value = fn(ctx, *args)
-            if type(value) is not ndarray or value.dtype != dtype0:
-                check(value, 0)
-                if isinstance(value, ndarray):  # np.ma, np.matrix: its plain data, as a feed
-                    value = value.view(ndarray)
-            # held by ``value`` and getrefcount's argument when nothing else holds it
-            if fresh and type(value) is ndarray and (
-                    value.base is not None or getrefcount(value) > 2):
-                value = value.copy()
-            return value
-        return checked
-
-    def checked_list(ctx, *args):
-        result = fn(ctx, *args)
-        if not isinstance(result, (list, tuple)):
-            raise bad(f"returned {_described(result)}, where a list of {n_out} arrays is due")
-        if len(result) != n_out:
-            raise bad(f"returned {len(result)} values for {n_out} outputs")
-        values = list(result)
-        del result
-        for i in range(n_out):
-            value = values[i]
-            check(value, i)
-            if isinstance(value, ndarray) and type(value) is not ndarray:
-                value = values[i] = value.view(ndarray)  # its plain data, as a feed's
-            # held by ``values``, ``value`` and getrefcount's argument when private
-            if fresh and type(value) is ndarray and (
-                    value.base is not None or getrefcount(value) > 3):
-                values[i] = value.copy()
-        return values
-    return checked_list
-
-
-def _described(value) -> str:
-    return "None" if value is None else f"a value of type {type(value).__name__}"
