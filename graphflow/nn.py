@@ -52,6 +52,20 @@ def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod",
     """
     del validate_indices  # accepted for TensorFlow's signature; ids are always validated
     shards = _shards(params)
+    _check_options(partition_strategy, max_norm, name)
+    root = _root_scope(shards, ids, scope)
+    tables = [_as_table(shard, k) for k, shard in enumerate(shards)]
+    row_shape = _check_tables(tables)
+    ids_value = _as_ids(ids)
+    # every check passed: only now does the graph grow
+    s = root.with_sub_scope(name or "embedding_lookup")
+    ids = _add_constants(s, tables, ids_value)
+    if len(tables) == 1:
+        return s.identity(_gather(s, tables[0], ids), name="Identity")
+    return _sharded_lookup(s, tables, ids, partition_strategy, row_shape)
+
+
+def _check_options(partition_strategy: Any, max_norm: Any, name: Any) -> None:
     if not isinstance(partition_strategy, str):
         raise TypeError(f"embedding_lookup: partition_strategy must be a string, got "
                         f"{partition_strategy!r}")
@@ -65,20 +79,20 @@ def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod",
             f"l2-norm needs a Sqrt op, which graphflow does not have yet); pass max_norm=None")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"embedding_lookup: name must be a string, got {name!r}")
-    root = _root_scope(shards, ids, scope)
-    tables = [_as_table(shard, k) for k, shard in enumerate(shards)]
-    row_shape = _check_tables(tables)
-    ids_value = _as_ids(ids)
-    # every check passed: only now does the graph grow
-    s = root.with_sub_scope(name or "embedding_lookup")
+
+
+def _add_constants(s: Scope, tables: list[_Table], ids_value: Any) -> Output:
+    """Consts for the shards and ids given as plain values; the ids as an Output."""
     for k, table in enumerate(tables):
         if table.tensor is None and table.variable is None:
             table.tensor = s.constant(table.value, name=f"Params_{k}")
-    ids = ids_value if isinstance(ids_value, Output) else s.constant(ids_value, name="Ids")
+    return ids_value if isinstance(ids_value, Output) else s.constant(ids_value, name="Ids")
 
-    if len(tables) == 1:
-        return s.identity(_gather(s, tables[0], ids), name="Identity")
 
+def _sharded_lookup(s: Scope, tables: list[_Table], ids: Output, partition_strategy: str,
+                    row_shape: TensorShape) -> Output:
+    """TensorFlow's graph over several shards: assign each id to a shard, partition, gather
+    on each shard's device, stitch back in the ids' order and reshape."""
     flat_ids = s.reshape(ids, [-1], name="FlatIds")
     positions = s.range(0, s.size(flat_ids, out_type=int32), 1, name="Positions")
     if partition_strategy == "mod":
