@@ -40,6 +40,9 @@ import numpy as np
 
 from graphflow.errors import InvalidArgumentError
 
+from . import scatter_loops
+from .cpu_index import scatter_into
+
 #: dtypes with a CUDA atomic add (cupy's atomics.cuh adds float16 and int64);
 #: complex adds run as two real adds on a float view.
 ATOMIC_ADD_TYPES = frozenset(np.dtype(t) for t in
@@ -108,12 +111,11 @@ def locate(xp, tuples, dims: Sequence[int], policy: str,
 def scatter(xp, out, offsets, rows, op: str, deterministic: bool) -> None:
     """Apply ``rows`` ``[n, slice_size]`` to the slices ``offsets`` of the C-contiguous
     ``out`` in place, skipping offset ``-1``. ``op`` is "update", "add", "sub", "min"
-    or "max", as in :func:`ops.scatter_ops.scatter_into`."""
+    or "max", as in :func:`ops.cpu_index.scatter_into`."""
     n, slice_size = rows.shape
     if n == 0 or out.size == 0:
         return
     if on_host(xp):
-        from .scatter_ops import scatter_into
         keep = offsets >= 0
         scatter_into(out, offsets[keep], rows[keep], op)
         return
@@ -189,8 +191,7 @@ def last_writers(xp, offsets, num_slices: int):
     """Whether each of the int64 ``offsets`` (``-1``: skipped) is its slot's last writer
     in index order: :func:`ops.scatter_loops.last_writers` on the device."""
     if on_host(xp):
-        from .scatter_loops import last_writers as on_cpu
-        return on_cpu(offsets, num_slices)
+        return scatter_loops.last_writers(offsets, num_slices)
     last = last_writers_table(xp, offsets, num_slices)
     hit = offsets >= 0
     return hit & (last[xp.where(hit, offsets, 0)] == xp.arange(len(offsets), dtype=np.int64)) \

@@ -17,6 +17,11 @@ float16 sums and min/max). Duplicates: ScatterNd and TensorScatterAdd/Sub/
 Min/Max apply them in index order (so float sums are bit-exact with
 TensorFlow's CPU loop); TensorScatterUpdate keeps the last.
 
+This module holds the op definitions (signatures, shape functions, kernels,
+lean ``prepare`` functions, gradients); the run-time checks they share live in
+``ops/index_checks.py``, the index primitives per device in ``ops/cpu_index.py``
+and ``ops/gpu_index.py``.
+
 The run-time checks, their order and their messages follow TensorFlow 2.21's
 CPU kernels (tests/conformance/tf_cases.json), quirks included: a rank-1
 ``indices`` is rejected unless empty, a bad index reports the last bad tuple
@@ -27,9 +32,8 @@ checked at build time already.
 """
 from __future__ import annotations
 
-import functools
 import math
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
@@ -41,13 +45,15 @@ from graphflow.registry import IntAttr, StringAttr, TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
 
 from . import gpu_index, scatter_loops
+from .cpu_index import column_adder, locate, locator, over_memory_limit, row_writer, \
+    scatter_into, static_layout
+from .index_checks import MAX_INDEX_DEPTH, bad_index_message, check_depth, check_ranks, \
+    check_scatter_nd_dims, check_tensor_scatter_dims, index_matrix, prepare_and_validate, \
+    valid_empty
 
 BAD_INDICES_POLICIES = ("", "DEFAULT", "ERROR", "IGNORE")
 KERNEL_INDEX_TYPES = (int32, int64)
 GPU_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
-
-#: Largest index depth TensorFlow's CPU kernels instantiate.
-MAX_INDEX_DEPTH = 7
 
 
 # -- build-time shape rules (TensorFlow's InferenceContext) ---------------------------------
@@ -111,240 +117,6 @@ def scatter_shape(ctx, indices: TensorShape, updates: TensorShape, output: Tenso
     return output[:depth].concatenate(suffix_o.merge_with(suffix_u))
 
 
-# -- run-time index helpers, shared by every kernel -----------------------------------------
-def _slice_position(outer_shape: Sequence[int], flat: int) -> str:
-    """TensorFlow's SliceDebugString: ``""``, ``[4]`` or ``[1,0]`` for a flat position."""
-    if not outer_shape:
-        return ""
-    return "[" + ",".join(str(int(i)) for i in np.unravel_index(flat, tuple(outer_shape))) + "]"
-
-
-def _index_matrix(indices: np.ndarray) -> np.ndarray:
-    """TensorFlow's flat_inner_dims: ``[num_tuples, depth]`` (``[1, n]`` for a vector)."""
-    return indices.reshape(math.prod(indices.shape[:-1]), indices.shape[-1])
-
-
-def locate(tuples: np.ndarray, dims: Sequence[int], policy: str,
-           bad_index: Callable[[int], str]) -> tuple[np.ndarray, np.ndarray | None]:
-    """Int64 linear offsets of the index tuples ``tuples`` ``[n, depth]`` into ``dims``.
-
-    All tuples are validated in one pass. Tuples outside ``[0, dims)`` raise
-    ``InvalidArgumentError(bad_index(position))`` for the last bad position
-    (TensorFlow's CPU kernels record each bad position in turn), or under
-    ``policy == "IGNORE"`` are dropped: the second result is then the bool
-    mask of the kept tuples (None when every tuple is good).
-    """
-    if tuples.shape[1] != 1:  # one compiled pass computes and checks every tuple
-        offsets, last_bad = scatter_loops.linear_offsets(tuples, dims)
-        if last_bad < 0:
-            return offsets, None
-        if policy == "IGNORE":
-            keep = offsets >= 0
-            return offsets[keep], keep
-        raise InvalidArgumentError(bad_index(last_bad))
-    # depth 1: an int64 column is the offsets as it is, checked by one max. Seen as
-    # unsigned, a negative index is huge (in 64 bits when the dimension is past the index
-    # type's range)
-    unsigned = tuples.view(np.dtype(f"u{tuples.dtype.itemsize}"))
-    if dims[0] > np.iinfo(unsigned.dtype).max:
-        unsigned = tuples.astype(np.int64).view(np.uint64)
-    offsets = tuples[:, 0].astype(np.int64, copy=False)
-    if len(tuples) == 0 or int(unsigned.max()) < dims[0]:
-        return offsets, None
-    bad = unsigned[:, 0] >= dims[0]
-    if policy == "IGNORE":
-        keep = ~bad
-        return offsets[keep], keep
-    raise InvalidArgumentError(bad_index(len(bad) - 1 - int(np.argmax(bad[::-1]))))
-
-
-def _bad_index_message(indices: np.ndarray, tuples: np.ndarray, what: str,
-                       shape: Sequence[int], suffix: str = "") -> Callable[[int], str]:
-    """``indices[1] = [9] does not index into shape [8]``, for a position found later."""
-    def message(position: int) -> str:
-        values = ", ".join(str(int(v)) for v in tuples[position])
-        return (f"indices{_slice_position(indices.shape[:-1], position)} = [{values}] does not "
-                f"index into {what} {debug_string(shape)}{suffix}")
-    return message
-
-
-def _check_depth(depth: int, low: int) -> None:
-    if not low <= depth <= MAX_INDEX_DEPTH:
-        raise InvalidArgumentError(
-            f"Only indices.shape[-1] values between {low} and {MAX_INDEX_DEPTH} are currently "
-            f"supported.  Requested rank: {depth}")
-
-
-# -- run-time shape checks (TensorFlow's kernels, in their order) -----------------------------
-def _valid_empty(num_output: int, num_indices: int, num_updates: int) -> bool:
-    """TensorFlow's ValidEmptyOutputShape: no indices and no updates, or all three non-empty."""
-    if num_indices == 0 and num_updates == 0:
-        return True
-    return num_output != 0 and num_indices != 0 and num_updates != 0
-
-
-def _check_ranks(indices: np.ndarray, updates: np.ndarray) -> None:
-    for name, value in (("Indices", indices), ("Updates", updates)):
-        if value.ndim < 1:
-            raise InvalidArgumentError(f"{name} shape must have rank at least one. "
-                                       f"Found:{debug_string(value.shape)}")
-
-
-def _check_scatter_nd_dims(indices: np.ndarray, updates: np.ndarray,
-                           shape: Sequence[int]) -> None:
-    """ScatterNd's check that updates.shape == indices.shape[:-1] + shape[depth:]."""
-    outer, depth = indices.ndim - 1, indices.shape[-1]
-    if updates.shape[:outer] == indices.shape[:outer] and \
-            updates.ndim - outer == len(shape) - depth and \
-            tuple(updates.shape[outer:]) == tuple(shape[depth:]):
-        return
-    i_s, u_s, s_s = (debug_string(s) for s in (indices.shape, updates.shape, shape))
-    if updates.shape[:outer] != indices.shape[:outer]:
-        raise InvalidArgumentError(f"Dimensions [0,{outer}) of indices[shape={i_s}] must match "
-                                   f"dimensions [0,{outer}) of updates[shape={u_s}]")
-    raise InvalidArgumentError(
-        f"Dimensions [{depth},{len(shape)}) of input[shape={s_s}] must match dimensions "
-        f"[{outer},{updates.ndim}) of updates[shape={u_s}]")
-
-
-def _check_tensor_scatter_dims(indices: np.ndarray, updates: np.ndarray,
-                               shape: Sequence[int]) -> None:
-    """TensorScatter*'s check that updates.shape == indices.shape[:-1] + shape[depth:]."""
-    outer, depth = indices.ndim - 1, indices.shape[-1]
-    if updates.shape[:outer] == indices.shape[:outer] and \
-            updates.ndim - outer == len(shape) - depth and \
-            tuple(updates.shape[outer:]) == tuple(shape[depth:]):
-        return
-    i_s, u_s, s_s = (debug_string(s) for s in (indices.shape, updates.shape, shape))
-    if updates.shape[:outer] != indices.shape[:outer]:
-        raise InvalidArgumentError(f"Outer dimensions of indices and update must match. "
-                                   f"Indices shape: {i_s}, updates shape:{u_s}")
-    if updates.ndim - outer != len(shape) - depth:
-        raise InvalidArgumentError(f"Inner dimensions of output shape must match inner "
-                                   f"dimensions of updates shape. Output: {s_s} updates: {u_s}")
-    if tuple(updates.shape[outer:]) != tuple(shape[depth:]):
-        raise InvalidArgumentError(
-            f"The inner {len(shape) - depth} dimensions of output.shape={s_s} must match the "
-            f"inner {updates.ndim - outer} dimensions of updates.shape={u_s}")
-
-
-def _check_update_shape(shape: Sequence[int], indices: tuple, updates: tuple) -> None:
-    """TensorFlow's ValidateScatterNdUpdateShape (a rank-1 ``indices`` counts as ``[n, 1]``)."""
-    slice_dim = indices[-1] if len(indices) > 1 else 1
-    batch_dim = len(indices) - 1 if len(indices) > 1 else 1
-    if updates[:batch_dim] == indices[:batch_dim] and len(updates) >= batch_dim and \
-            len(updates) == batch_dim + len(shape) - slice_dim and \
-            tuple(updates[batch_dim:]) == tuple(shape[slice_dim:]):
-        return
-    i_s, u_s, s_s = (debug_string(s) for s in (indices, updates, shape))
-    if updates[:batch_dim] != indices[:batch_dim] or len(updates) < batch_dim:
-        raise InvalidArgumentError(f"Dimensions [0,{batch_dim}) of indices[shape={i_s}] must "
-                                   f"match dimensions [0,{batch_dim}) of updates[shape={u_s}]")
-    if len(updates) != batch_dim + len(shape) - slice_dim or \
-            tuple(updates[batch_dim:]) != tuple(shape[slice_dim:]):
-        raise InvalidArgumentError(
-            f"Dimensions [{slice_dim},{len(shape)}) of input[shape={s_s}] must match dimensions "
-            f"[{slice_dim},{len(updates)}) of updates[shape={u_s}]")
-
-
-_INDEX_MAX = {np.dtype(t): int(np.iinfo(t).max) for t in (np.int16, np.int32, np.int64, np.uint16)}
-
-
-def _prepare(shape: Sequence[int], indices: np.ndarray, updates: np.ndarray) -> tuple[int, int]:
-    """TensorFlow's PrepareAndValidateInputs; returns (index depth, slice size)."""
-    if len(shape) < 1:
-        raise InvalidArgumentError(f"Output must be at least 1-D, got shape: {debug_string(shape)}")
-    if not _valid_empty(math.prod(shape), indices.size, updates.size):
-        raise InvalidArgumentError(f"Indices and updates specified for empty output.  indices "
-                                   f"shape: {debug_string(indices.shape)}")
-    if updates.shape[0] != indices.shape[0]:
-        raise InvalidArgumentError(
-            f"Dimensions [0,1) of indices[shape={debug_string(indices.shape)}] = "
-            f"{indices.shape[0]} must match dimensions [0,1) of updates[shape="
-            f"{debug_string(updates.shape)}] = {updates.shape[0]}")
-    _check_update_shape(shape, indices.shape, updates.shape)
-    index_max = _INDEX_MAX[indices.dtype]
-    if indices.size > index_max:
-        raise InvalidArgumentError(f"indices has too many elements for {indices.dtype.name} "
-                                   f"indexing: {indices.size} > {index_max}")
-    if shape[0] > index_max:
-        raise InvalidArgumentError(f"params_shape[0] too large for {indices.dtype.name} "
-                                   f"indexing: {shape[0]} > {index_max}")
-    depth = indices.shape[-1] if indices.ndim > 1 else 1
-    slice_size = math.prod(shape[depth:])
-    if slice_size > index_max:
-        raise InvalidArgumentError(f"slice size is too large for indexing: {slice_size} > "
-                                   f"{index_max}")
-    return depth, slice_size
-
-
-# -- the bulk update ----------------------------------------------------------------------------
-#: op -> (ufunc applied in index order, value that replaces a NaN update so that it has no
-#:        effect under the ufunc): numpy's path, for what numba does not compile.
-_UFUNC_AT = {
-    "add": (np.add, None),
-    "sub": (np.subtract, None),
-    "min": (np.minimum, np.inf),
-    "max": (np.maximum, -np.inf),
-}
-
-
-def scatter_into(out: np.ndarray, offsets: np.ndarray, updates: np.ndarray, op: str) -> None:
-    """Apply ``updates`` ``[n, slice_size]`` to the slices ``offsets`` of ``out`` in place.
-
-    ``op`` is ``"update"`` (assign; the last duplicate wins), ``"add"``,
-    ``"sub"``, ``"min"`` or ``"max"`` (duplicates combine in index order; min/max
-    with Eigen's rules: a NaN update never wins, a NaN already there stays, of
-    equal values the earlier stays). ``out`` must be C-contiguous and non-empty,
-    the offsets validated.
-
-    The compiled loops (``ops/scatter_loops.py``) do every dtype numba compiles;
-    numpy's ``ufunc.at``, which is sequential too, does float16 sums and min/max
-    and strings.
-    """
-    out2d = out.reshape(-1, updates.shape[1])
-    if scatter_loops.can_combine(op, out.dtype):
-        scatter_loops.scatter(out2d, offsets, updates, op)
-        return
-    if op == "update":  # strings and objects: fancy assignment writes in order
-        out2d[offsets] = updates
-        return
-    ufunc, nan_neutral = _UFUNC_AT[op]
-    if nan_neutral is not None and updates.dtype.kind == "f" and np.isnan(updates).any():
-        updates = np.where(np.isnan(updates), updates.dtype.type(nan_neutral), updates)
-    slice_size = updates.shape[1]
-    if slice_size > 1:
-        offsets = (offsets[:, None] * slice_size + np.arange(slice_size)).reshape(-1)
-    flat, values = out.reshape(-1), updates.reshape(-1)
-    if nan_neutral is not None and out.dtype.kind == "f" and not values.all():
-        _min_max_at(ufunc, flat, offsets, values)  # a zero update can tie 0.0 with -0.0
-    else:
-        ufunc.at(flat, offsets, values)
-
-
-def _min_max_at(ufunc, flat: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> None:
-    """``ufunc.at`` for float min/max with Eigen's tie rule: of equal values (0.0 and
-    -0.0) the earliest of (current, update 1, update 2, ...) stays. Where numpy keeps
-    the first of two equal values (float16), that is ``ufunc.at`` in order. Where it
-    returns the later (float32/64), updates run in reverse order, so among updates the
-    earliest wins; where the result equals the current value, the current stays."""
-    if _at_keeps_ties(ufunc, flat.dtype):
-        ufunc.at(flat, offsets, values)
-        return
-    before = flat[offsets]
-    ufunc.at(flat, offsets[::-1], values[::-1])
-    after = flat[offsets]
-    flat[offsets] = np.where(after == before, before, after)
-
-
-@functools.cache
-def _at_keeps_ties(ufunc, dtype: np.dtype) -> bool:
-    """Whether ``ufunc.at`` keeps the current value when an update equals it: asked of
-    numpy once per (ufunc, dtype), as it differs by dtype (float16 keeps it)."""
-    out = np.zeros(1, dtype)
-    ufunc.at(out, np.zeros(1, np.intp), np.array([-0.0], dtype))
-    return not np.signbit(out[0])
-
 
 def _scatter(ctx, out_shape: tuple, indices: np.ndarray, updates: np.ndarray, op: str,
              make_output: Callable[[], np.ndarray], on_gpu: bool,
@@ -361,17 +133,17 @@ def _scatter(ctx, out_shape: tuple, indices: np.ndarray, updates: np.ndarray, op
     layout = ctx.cache.get("layout")
     if layout is None or layout[0] != key:
         check_shapes()
-        depth, slice_size = _prepare(out_shape, indices, updates)
+        depth, slice_size = prepare_and_validate(out_shape, indices, updates)
         empty = math.prod(out_shape) == 0
         if not empty:
-            _check_depth(depth, 1)
+            check_depth(depth, 1)
         layout = ctx.cache["layout"] = (key, depth, slice_size, empty)
     _, depth, slice_size, empty = layout
     if empty:
         return make_output()
-    tuples = _index_matrix(indices)
+    tuples = index_matrix(indices)
     policy = ctx.attrs["bad_indices_policy"]
-    message = _bad_index_message(indices, tuples, "shape", out_shape)
+    message = bad_index_message(indices, tuples, "shape", out_shape)
     rows = updates.reshape(len(tuples), slice_size)
     if on_gpu:
         offsets = gpu_index.locate(ctx.xp, tuples, out_shape[:depth], policy, message,
@@ -422,13 +194,13 @@ def _scatter_nd_on(ctx, indices, updates, shape, on_gpu: bool):
     dims = tuple(shape.reshape(-1).tolist())
 
     def check_shapes() -> None:
-        _check_ranks(indices, updates)
+        check_ranks(indices, updates)
         for d in dims:
             if d < 0:
                 raise InvalidArgumentError(f"Dimension {d} must be >= 0")
-        if not _valid_empty(shape.size, indices.size, updates.size):
+        if not valid_empty(shape.size, indices.size, updates.size):
             raise InvalidArgumentError("Indices and updates specified for empty output shape")
-        _check_scatter_nd_dims(indices, updates, dims)
+        check_scatter_nd_dims(indices, updates, dims)
         if shape.ndim != 1:
             raise InvalidArgumentError("Shape must be a vector")
         # before the index offsets are computed in int64, which a huge shape overflows
@@ -448,58 +220,8 @@ def _scatter_nd_on(ctx, indices, updates, shape, on_gpu: bool):
                     (shape.shape,))
 
 
-# -- lean kernels: what a plan knows before it runs (OpDef.prepare) ----------------------------
-def _static_layout(dims, index_shape, update_shape, dtype: np.dtype, op: str):
-    """``(depth, rows shape, slice size)`` of a scatter whose static shapes pass every
-    shape check, with a non-empty output and update, that the compiled loops do; else
-    None (the full kernel then checks and reports as it always did)."""
-    if dims is None or index_shape is None or update_shape is None or len(index_shape) < 2:
-        return None  # (rank-1 indices have TensorFlow's own batch rule: the full kernel's)
-    depth, outer = index_shape[-1], index_shape[:-1]
-    if not 1 <= depth <= min(len(dims), MAX_INDEX_DEPTH) or min(dims, default=1) < 0:
-        return None
-    if math.prod(dims) == 0 or math.prod(outer) == 0 or not update_shape \
-            or tuple(update_shape) != tuple(outer) + tuple(dims[depth:]) \
-            or not scatter_loops.can_combine(op, dtype):
-        return None
-    slice_size = math.prod(dims[depth:])
-    return depth, (math.prod(outer), slice_size), slice_size
-
-
-def _locator(spec, i: int, dims: tuple, attrs) -> Callable | None:
-    """``locate(indices) -> int64 offsets into dims``, None for an index out of bounds.
-    Constant indices are located once, here (None when one is out of bounds: the full
-    kernel reports it); fed ones are checked on every call, before any write."""
-    if attrs.get("bad_indices_policy", "") == "IGNORE" or any(d > _INT64_MAX for d in dims):
-        return None
-    depth = len(dims)
-    constant = spec.value(i)
-    if constant is not None:
-        offsets, last_bad = scatter_loops.linear_offsets(constant.reshape(-1, depth), dims)
-        if last_bad >= 0:
-            return None
-        offsets.flags.writeable = False
-        return lambda indices: offsets
-    dtype = spec.dtype(i)
-    if depth > 1:
-        def locate_tuples(indices):
-            offsets, last_bad = scatter_loops.linear_offsets(indices.reshape(-1, depth), dims)
-            return None if last_bad >= 0 else offsets
-        return locate_tuples
-    unsigned, bound = np.dtype(f"u{dtype.itemsize}"), dims[0]
-    if bound > np.iinfo(unsigned).max:
-        return None
-
-    def locate_column(indices):
-        # seen as unsigned, a negative index is huge: one max checks both bounds
-        flat = indices.reshape(-1)
-        if flat.size and int(flat.view(unsigned).max()) >= bound:
-            return None
-        return flat
-    return locate_column
-
-
-_INT64_MAX = 2 ** 63 - 1
+#: Below this, an output is a plain new array (the plan's buffer pool is for big ones).
+_SMALL_BYTES = 1 << 16
 
 
 @ScatterNd.prepare("cpu")
@@ -509,14 +231,14 @@ def _prepare_scatter_nd(spec):
         return None
     dims = tuple(int(d) for d in shape.tolist())
     dtype = spec.dtype(1)
-    layout = _static_layout(dims, spec.shape(0), spec.shape(1), dtype, "add")
-    locate = layout and _locator(spec, 0, dims[:layout[0]], spec.attrs)
-    if locate is None or dtype == object or _too_big(spec.ctx, dims, dtype):
+    layout = static_layout(dims, spec.shape(0), spec.shape(1), dtype, "add")
+    locate = layout and locator(spec, 0, dims[:layout[0]], spec.attrs)
+    if locate is None or dtype == object or over_memory_limit(spec.ctx, dims, dtype):
         return None
     rows_shape, slice_size = layout[1:]
-    write = _row_writer("add", dtype, rows_shape, slice_size)
+    write = row_writer("add", dtype, rows_shape, slice_size)
     small = math.prod(dims) * dtype.itemsize < _SMALL_BYTES
-    column = _column_adder(spec, 0, dims, layout, "add", dtype)
+    column = column_adder(spec, 0, dims, layout, "add", dtype)
     if column is not None:
         def lean_column(ctx, indices, updates, shape_):
             out = np.zeros(dims, dtype) if small else ctx.zeros(dims, dtype)
@@ -535,49 +257,7 @@ def _prepare_scatter_nd(spec):
     return lean
 
 
-#: Below this, an output is a plain new array (the plan's buffer pool is for big ones).
 _SMALL_BYTES = 1 << 16
-#: Up to this many single-element updates, numpy's ``ufunc.at`` beats a compiled call.
-_FEW_UPDATES = 256
-
-
-def _column_adder(spec, i: int, dims: tuple, layout: tuple, op: str, dtype: np.dtype):
-    """For fed indices into a 1-D scatter of single elements (+ or -): one compiled call
-    that checks every index, then writes (scatter_loops.checked_column_adder)."""
-    depth, _, slice_size = layout
-    if spec.value(i) is not None or depth != 1 or slice_size != 1 or len(dims) != 1 \
-            or spec.attrs.get("bad_indices_policy", "") == "IGNORE":
-        return None
-    return scatter_loops.checked_column_adder(op, dtype)
-
-
-def _row_writer(op: str, dtype: np.dtype, rows_shape: tuple, slice_size: int) -> Callable:
-    """``write(out, offsets, updates)``: the scatter of validated ``offsets`` (any integer
-    dtype) as the compiled loops do it. A few single-element sums go through numpy's
-    ``ufunc.at``, which is sequential too (the same order, the same bits) and costs less
-    than a compiled call at that size."""
-    if op in ("add", "sub") and slice_size == 1 and rows_shape[0] <= _FEW_UPDATES \
-            and dtype.kind in "iuf":
-        at = np.add.at if op == "add" else np.subtract.at
-
-        def few(out, offsets, updates):
-            at(out.reshape(-1), offsets, updates.reshape(-1))
-        return few
-
-    def rows(out, offsets, updates):
-        scatter_loops.scatter(out.reshape(-1, slice_size), offsets,
-                              updates.reshape(rows_shape), op)
-    return rows
-
-
-def _too_big(ctx, dims, dtype) -> bool:
-    try:
-        ctx.check_allocation(math.prod(dims), dtype)
-    except Exception:  # noqa: BLE001 - the full kernel raises it, in its words
-        return True
-    return False
-
-
 # -- TensorScatterUpdate / Add / Sub / Min / Max ---------------------------------------------------
 def _tensor_scatter_op(name: str, op: str, kernel_types: tuple, index_types: tuple, doc: str):
     """Declare one TensorScatter* op: the shared signature, shape rule and kernel."""
@@ -598,10 +278,10 @@ def _tensor_scatter_op(name: str, op: str, kernel_types: tuple, index_types: tup
 
     def run(ctx, tensor, indices, updates, on_gpu: bool):
         def check_shapes() -> None:
-            _check_ranks(indices, updates)
-            if not _valid_empty(tensor.size, indices.size, updates.size):
+            check_ranks(indices, updates)
+            if not valid_empty(tensor.size, indices.size, updates.size):
                 raise InvalidArgumentError("Indices and updates specified for empty output shape")
-            _check_tensor_scatter_dims(indices, updates, tensor.shape)
+            check_tensor_scatter_dims(indices, updates, tensor.shape)
 
         def own_buffer() -> np.ndarray:
             out = ctx.forward_or_copy(0, tensor)
@@ -619,16 +299,16 @@ def _tensor_scatter_op(name: str, op: str, kernel_types: tuple, index_types: tup
         return run(ctx, tensor, indices, updates, on_gpu=True)
 
     @definition.prepare("cpu")
-    def _prepare(spec):
+    def prepare_and_validate(spec):
         """Static shapes that pass the checks: the lean kernel only locates and writes."""
         dims, index_shape, update_shape = spec.shape(0), spec.shape(1), spec.shape(2)
-        layout = _static_layout(dims, index_shape, update_shape, spec.dtype(0), op)
-        locate = layout and _locator(spec, 1, dims[:layout[0]], spec.attrs)
+        layout = static_layout(dims, index_shape, update_shape, spec.dtype(0), op)
+        locate = layout and locator(spec, 1, dims[:layout[0]], spec.attrs)
         if locate is None:
             return None
         rows_shape, slice_size = layout[1:]
-        write = _row_writer(op, spec.dtype(0), rows_shape, slice_size)
-        column = _column_adder(spec, 1, dims, layout, op, spec.dtype(0))
+        write = row_writer(op, spec.dtype(0), rows_shape, slice_size)
+        column = column_adder(spec, 1, dims, layout, op, spec.dtype(0))
         if column is not None:
             def lean_column(ctx, tensor, indices, updates):
                 out = ctx.forward_or_copy(0, tensor)
@@ -761,9 +441,9 @@ def gather_nd(ctx, params: np.ndarray, indices: np.ndarray, policy: str,
     if params.size == 0:
         raise InvalidArgumentError(f"Requested more than 0 entries, but params is empty.  "
                                    f"Params shape: {debug_string(params.shape)}")
-    _check_depth(depth, 0)
-    tuples = _index_matrix(indices)
-    message = _bad_index_message(indices, tuples, "param shape", params.shape,
+    check_depth(depth, 0)
+    tuples = index_matrix(indices)
+    message = bad_index_message(indices, tuples, "param shape", params.shape,
                                  f", node name: {ctx.node_name}")
     source = params.reshape(-1, slice_size)
     if on_gpu:
@@ -844,8 +524,8 @@ def _prepare_gather_nd(spec):
             or num_tuples > np.iinfo(np.int32).max:
         return None
     out_shape = tuple(index_shape[:-1]) + tuple(params_shape[depth:])
-    locate = _locator(spec, 1, tuple(params_shape[:depth]), spec.attrs)
-    if locate is None or _too_big(spec.ctx, out_shape, dtype):
+    locate = locator(spec, 1, tuple(params_shape[:depth]), spec.attrs)
+    if locate is None or over_memory_limit(spec.ctx, out_shape, dtype):
         return None
     slice_size = math.prod(params_shape[depth:])
     rows = (num_tuples, slice_size) if slice_size > 1 else (num_tuples,)
@@ -1021,9 +701,9 @@ def _located(ctx, indices, dims: tuple, on_gpu: bool):
         raise InvalidArgumentError(f"indices.shape[-1] must be <= shape rank: indices.shape[-1] "
                                    f"= {depth} but shape {debug_string(dims)} has rank "
                                    f"{len(dims)}")
-    tuples = _index_matrix(indices)
+    tuples = index_matrix(indices)
     policy = ctx.attrs["bad_indices_policy"]
-    message = _bad_index_message(indices, tuples, "shape", dims)
+    message = bad_index_message(indices, tuples, "shape", dims)
     if on_gpu:
         return tuples, gpu_index.locate(ctx.xp, tuples, dims[:depth], policy, message)
     offsets, keep = locate(tuples, dims[:depth], policy, message)
@@ -1142,5 +822,4 @@ BatchIndexTuples.not_differentiable()
 
 
 __all__ = ["ScatterNd", "TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub",
-           "TensorScatterMin", "TensorScatterMax", "GatherNd", "locate", "scatter_into",
-           "gather_nd", "scatter_shape", "BAD_INDICES_POLICIES"]
+           "TensorScatterMin", "TensorScatterMax", "GatherNd", "gather_nd", "scatter_shape", "BAD_INDICES_POLICIES"]

@@ -7,8 +7,8 @@ import pytest
 
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError
-from graphflow.ops import scatter_loops, scatter_ops
-from graphflow.ops.scatter_ops import scatter_into
+from graphflow.ops import cpu_index, scatter_loops
+from graphflow.ops.cpu_index import scatter_into
 
 import ref_scatter
 
@@ -257,7 +257,7 @@ def test_float16_sums_stay_on_numpy():
     assert scatter_loops.can_combine("update", np.float16)
     assert not scatter_loops.can_combine("min", np.complex64)
     assert not scatter_loops.can_combine("update", object)
-    assert scatter_ops.scatter_loops is scatter_loops
+    assert cpu_index.scatter_loops is scatter_loops
 
 
 # -- locate ------------------------------------------------------------------------------------
@@ -273,11 +273,11 @@ def test_locate_against_ravel_multi_index(index_type, depth):
     tuples = tuples.astype(index_type)
     good = np.all((tuples >= 0) & (tuples < np.array(dims, np.int64)), axis=1)
     expected = np.ravel_multi_index(tuples[good].T, dims) if depth else np.zeros(200, np.int64)
-    offsets, keep = scatter_ops.locate(tuples, dims, "IGNORE", str)
+    offsets, keep = cpu_index.locate(tuples, dims, "IGNORE", str)
     assert offsets.dtype == np.int64 and offsets.tolist() == expected.tolist()
     assert (keep is None) == bool(good.all()) and (keep is None or keep.tolist() == good.tolist())
     if not good.all():
         with pytest.raises(InvalidArgumentError, match=f"^{np.flatnonzero(~good)[-1]}$"):
-            scatter_ops.locate(tuples, dims, "ERROR", str)
-    offsets, keep = scatter_ops.locate(tuples[good], dims, "", str)
+            cpu_index.locate(tuples, dims, "ERROR", str)
+    offsets, keep = cpu_index.locate(tuples[good], dims, "", str)
     assert keep is None and offsets.tolist() == expected.tolist()

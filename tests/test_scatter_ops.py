@@ -9,7 +9,7 @@ import graphflow as gf
 from graphflow.errors import InvalidArgumentError, InvalidDTypeError, NotFoundError, \
     ResourceExhaustedError
 from graphflow.ops import ScatterNd, TensorScatterAdd, TensorScatterUpdate
-from graphflow.ops.scatter_ops import scatter_into
+from graphflow.ops.cpu_index import scatter_into
 
 import ref_scatter
 
