@@ -17,8 +17,8 @@ import pytest
 import graphflow as gf
 from graphflow.errors import FailedPreconditionError, InternalError, InvalidArgumentError
 
-import reliability_ops
-from reliability_ops import RAISED, STARTS
+from support import probe_ops
+from support.probe_ops import RAISED, STARTS
 
 N = 1 << 17  # elements: every branch counts as heavy, so the plan is parallel
 THREADS = 2
@@ -28,7 +28,7 @@ SLEEP = 0.05
 
 @pytest.fixture(autouse=True)
 def _reset():
-    reliability_ops.reset()
+    probe_ops.reset()
 
 
 def _wide_graph(fail="InvalidArgument", fail_delay=0.01, sleep=SLEEP, sleepers=SLEEPERS):
@@ -67,7 +67,7 @@ def test_failure_stops_the_run_promptly():
         assert len(STARTS) <= THREADS + 1
         # Without stopping, the sleepers alone take SLEEPERS * SLEEP / THREADS = 0.5 s.
         assert elapsed < 0.5 * SLEEPERS * SLEEP / THREADS, elapsed
-        reliability_ops.reset()
+        probe_ops.reset()
         np.testing.assert_array_equal(sess.run(total, {x: GOOD}), np.full(N, SLEEPERS + 1.0))
         assert len(STARTS) == SLEEPERS + 1
 
@@ -133,7 +133,7 @@ def test_keyboard_interrupt_in_a_kernel_propagates(threads):
     graph, x, total = _wide_graph(fail="KeyboardInterrupt", sleepers=4)
     with _session(graph, threads) as sess:
         for _ in range(2):
-            reliability_ops.reset()
+            probe_ops.reset()
             with pytest.raises(KeyboardInterrupt):
                 sess.run(total, {x: FAIL})
             late = [name for t, name in STARTS if t > RAISED["bad"]]

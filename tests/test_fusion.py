@@ -3,7 +3,6 @@ the results and the errors of the graph as written, bit for bit."""
 from __future__ import annotations
 
 import json
-import threading
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError, ResourceExhaustedError
 from graphflow.runtime import fusion
+from support.threads import run_in_threads
 
 FLOATS = [np.float32, np.float64]
 INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
@@ -229,7 +229,7 @@ def test_a_fetched_value_read_inside_a_region_is_computed_once(scope):
 
 
 def test_sessions_with_a_gpu_keep_the_nodes(scope):
-    from gpu_devices import SimulatedGPU
+    from support.gpu_devices import SimulatedGPU
 
     x = scope.placeholder(gf.float32, shape=[3])
     y = scope.neg(scope.add(x, 1.0))
@@ -408,21 +408,15 @@ def test_memory_limit_is_the_same_error_from_the_same_node(scope):
 def test_threads_share_one_plan(scope):
     x = scope.placeholder(gf.int32, shape=[None])
     y = scope.mul(scope.add(x, 1), scope.sub(x, 1))
-    errors = []
     with gf.Session(scope.graph) as sess:
         f = sess.make_callable(y, [x])
 
         def work(k):
             v = np.arange(k, k + 1000, dtype=np.int32)
             for _ in range(50):
-                if not np.array_equal(f(v), (v + 1) * (v - 1)):
-                    errors.append(k)
-        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    assert errors == []
+                np.testing.assert_array_equal(f(v), (v + 1) * (v - 1))
+        errors = run_in_threads(work, 4)
+    assert not errors, errors[0]
 
 
 # -- kernels on disk --------------------------------------------------------------------------

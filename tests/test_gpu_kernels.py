@@ -19,8 +19,8 @@ import graphflow as gf
 from graphflow.errors import InvalidArgumentError
 from graphflow.ops import gpu_index, scatter_ops
 
-import ref_scatter
-from gpu_devices import GPU_KINDS, gpu_session_devices
+from support import ref_scatter
+from support.gpu_devices import GPU_KINDS, gpu_session_devices
 
 CASES = json.loads((pathlib.Path(__file__).parent / "conformance" / "tf_cases.json")
                    .read_text())["cases"]

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphflow as gf
-from gpu_devices import GPU_KINDS, gpu_session_devices
+from support.gpu_devices import GPU_KINDS, gpu_session_devices
 
 RNG = np.random.default_rng(7)
 

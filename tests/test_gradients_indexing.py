@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import graphflow as gf
 from graphflow.gradients import GradContext
-from gpu_devices import GPU_KINDS, gpu_session_devices
+from support.gpu_devices import GPU_KINDS, gpu_session_devices
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
 import partition_stitch  # noqa: E402  (examples/: the seed pipeline)

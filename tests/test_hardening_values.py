@@ -12,7 +12,7 @@ import graphflow as gf
 from graphflow.errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError
 from graphflow.shapes import TensorShape
 
-from gpu_devices import GPU_KINDS, gpu_session_devices
+from support.gpu_devices import GPU_KINDS, gpu_session_devices
 
 ALL_DTYPES = [gf.float16, gf.float32, gf.float64, gf.int8, gf.int16, gf.int32, gf.int64,
               gf.uint8, gf.uint16, gf.uint32, gf.uint64, gf.bool, gf.complex64, gf.complex128,

@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import tracemalloc
 
@@ -21,6 +20,7 @@ import pytest
 
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError
+from support.threads import run_in_threads
 
 THREADS = 32
 SECONDS = 1.5  # per load test: bounded time, whatever the machine's speed
@@ -64,25 +64,6 @@ def _sequential(seed: int) -> list[dict]:
         return [sess.run(fetches, {x: v, mask: m}) for v, m in _feeds(seed)]
 
 
-def _run_threads(target, count: int) -> list[BaseException]:
-    errors: list[BaseException] = []
-    start = threading.Barrier(count)
-
-    def wrapped(i):
-        try:
-            start.wait()
-            target(i)
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            errors.append(e)
-    threads = [threading.Thread(target=wrapped, args=(i,)) for i in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not any(t.is_alive() for t in threads), "a thread hung"
-    return errors
-
-
 def test_threads_building_and_running_their_own_graphs():
     expected = {seed: _sequential(seed) for seed in range(THREADS)}
     runs = [0] * THREADS
@@ -100,7 +81,7 @@ def test_threads_building_and_running_their_own_graphs():
                     runs[seed] += 1
                 if time.perf_counter() > deadline:
                     break
-    assert not _run_threads(worker, THREADS)
+    assert not run_in_threads(worker, THREADS)
     assert min(runs) >= FEEDS
 
 
@@ -136,7 +117,7 @@ def test_threads_sharing_one_session():
                         with pytest.raises(InvalidArgumentError):
                             small_sess.run(small, {sx: v, smask: m[:3]})
                 i += 1
-        assert not _run_threads(worker, 16)
+        assert not run_in_threads(worker, 16)
 
 
 def _flat(fetches):
@@ -263,20 +244,12 @@ def test_threads_share_compiled_kernels_and_buffer_pools():
         want = [sess.run(out, {x: v, idx: i}) for v, i in feeds]
     with gf.Session(scope.graph) as sess:
         f = sess.make_callable(out, [x, idx])
-        errors: list[BaseException] = []
 
         def worker(t: int) -> None:
-            try:
-                for r in range(40):
-                    k = (t + r) % FEEDS
-                    np.testing.assert_array_equal(f(*feeds[k]), want[k])
-            except BaseException as e:  # noqa: BLE001 - reported below
-                errors.append(e)
-        threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+            for r in range(40):
+                k = (t + r) % FEEDS
+                np.testing.assert_array_equal(f(*feeds[k]), want[k])
+        errors = run_in_threads(worker, 8)
         assert not errors, errors[0]
         (plan,) = sess._plans.values()
         assert plan.buffers.reused > 0

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError, InvalidDTypeError, UnimplementedError
 
-from gpu_devices import GPU_KINDS, gpu_session_devices
+from support.gpu_devices import GPU_KINDS, gpu_session_devices
 
 SIZES = [5, 3, 4, 2]  # shard k of n has SIZES[k] rows: unequal on purpose
 ROW = (2, 3)          # every shard's row shape

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError, UnimplementedError
 
-from ref_partition import ref_dynamic_partition, ref_dynamic_stitch
-from ref_scatter import gather_nd as ref_gather_nd, scatter as ref_scatter, \
+from support.ref_partition import ref_dynamic_partition, ref_dynamic_stitch
+from support.ref_scatter import gather_nd as ref_gather_nd, scatter as ref_scatter, \
     scatter_nd as ref_scatter_nd
 
 onnx = pytest.importorskip("onnx")

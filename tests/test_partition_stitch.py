@@ -1,6 +1,6 @@
 """DynamicPartition, DynamicStitch and ParallelDynamicStitch: the seed examples,
 TensorFlow's behaviour (values, static shapes, error messages), every dtype, and
-property tests against the plain-loop references in ref_partition.py."""
+property tests against the plain-loop references in support/ref_partition.py."""
 from __future__ import annotations
 
 import json
@@ -15,7 +15,7 @@ import graphflow as gf
 from graphflow.errors import InvalidArgumentError, InvalidDTypeError, ResourceExhaustedError
 from graphflow.ops import DynamicPartition, DynamicStitch, ParallelDynamicStitch, partition_loops
 
-from ref_partition import ref_dynamic_partition, ref_dynamic_stitch
+from support.ref_partition import ref_dynamic_partition, ref_dynamic_stitch
 
 STITCHES = ["dynamic_stitch", "parallel_dynamic_stitch"]
 ALL_DTYPES = [gf.float16, gf.float32, gf.float64, gf.int8, gf.int16, gf.int32, gf.int64,

@@ -8,7 +8,7 @@ from graphflow.runtime import CPUDevice, passes
 from graphflow.runtime.folding import MAX_FOLDED_BYTES, fold_constants
 from graphflow.runtime.steps import CopyStep, KernelStep
 
-from gpu_devices import SimulatedGPU
+from support.gpu_devices import SimulatedGPU
 
 CPU = CPUDevice(0)
 CONFIG = gf.SessionConfig(inter_op_threads=1)

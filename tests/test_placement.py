@@ -8,7 +8,7 @@ import graphflow as gf
 from graphflow.errors import InvalidArgumentError
 from graphflow.runtime import CPUDevice
 
-from gpu_devices import SimulatedGPU
+from support.gpu_devices import SimulatedGPU
 
 
 @pytest.fixture
@@ -125,7 +125,7 @@ def test_gpu_kernels_run_bound_to_their_device(scope):
 def test_a_new_kind_of_device_needs_only_its_own_code(scope):
     """A device type the runtime has never heard of: a Device subclass, a discovery
     function and a kernel for it. Placement honours it and copies go both ways."""
-    from graphflow.runtime import devices as registry
+    from graphflow.runtime import device_discovery as registry
 
     class ToyDevice(gf.runtime.Device):
         device_type = "toy"

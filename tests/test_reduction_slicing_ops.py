@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_devices import GPU_KINDS, gpu_session_devices
+from support.gpu_devices import GPU_KINDS, gpu_session_devices
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

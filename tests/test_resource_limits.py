@@ -14,7 +14,7 @@ import pytest
 import graphflow as gf
 from graphflow.errors import ResourceExhaustedError
 
-import reliability_ops
+from support import probe_ops  # noqa: F401 - registers the reliability_probe and reliability_alloc ops
 
 MB = 1 << 20
 HUGE = 10 ** 12

@@ -5,6 +5,7 @@ import pytest
 
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError
+from support.threads import run_in_threads
 
 
 def test_unique_names_and_sub_scopes(scope):
@@ -125,17 +126,13 @@ def test_graph_queries(scope):
 
 
 def test_graph_thread_safe_creation():
-    import threading
     g = gf.Graph()
     scope = gf.Scope(g)
-    def build():
+
+    def build(_):
         for _ in range(200):
             scope.constant(1)
-    threads = [threading.Thread(target=build) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert not run_in_threads(build, 8)
     names = [op.name for op in g.operations()]
     assert len(names) == 1600 == len(set(names))
     assert [op.position for op in g.operations()] == list(range(1600))

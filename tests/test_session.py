@@ -7,6 +7,7 @@ import pytest
 
 import graphflow as gf
 from graphflow.errors import FailedPreconditionError, InvalidArgumentError, OpError
+from support.threads import run_in_threads
 
 EVENTS: list[str] = []
 _events_lock = threading.Lock()
@@ -183,19 +184,11 @@ def test_many_threads_one_session_agree_with_sequential(scope):
     with gf.Session(scope.graph) as sess:
         expected = [sess.run(out, {x: v}) for v in inputs]
         results: dict[int, list] = {}
-        errors = []
 
         def worker(t):
-            try:
-                results[t] = [sess.run(out, {x: v}) for v in inputs]
-            except Exception as e:  # noqa: BLE001
-                errors.append(e)
-        threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    assert not errors
+            results[t] = [sess.run(out, {x: v}) for v in inputs]
+        errors = run_in_threads(worker, 8)
+    assert not errors, errors[0]
     for t in range(8):
         for got, want in zip(results[t], expected):
             np.testing.assert_array_equal(got, want)

@@ -238,14 +238,14 @@ def test_against_tensorflow():
 
 # -- GPU kernels: the simulated and emulated GPUs everywhere, the real one with cupy -----
 def _gpu_kinds():
-    from gpu_devices import GPU_KINDS
+    from support.gpu_devices import GPU_KINDS
 
     return GPU_KINDS
 
 
 @pytest.mark.parametrize("kind", _gpu_kinds())
 def test_gpu_kernels_agree_with_cpu(kind):
-    from gpu_devices import gpu_session_devices
+    from support.gpu_devices import gpu_session_devices
 
     x = RNG.normal(size=(5, 4, 3)).astype(np.float32)
     dy = RNG.normal(size=(2, 2, 3)).astype(np.float32)

@@ -2,12 +2,11 @@
 training an embedding table with gf.train."""
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 import graphflow as gf
+from support.threads import run_in_threads
 
 NUMBER = [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8,
           np.uint16, np.uint32, np.uint64, np.complex64, np.complex128]
@@ -228,14 +227,10 @@ def test_many_threads_lose_no_update(scope):
     v = scope.variable(np.zeros(4, np.int64))
     bump = v.scatter_nd_add([[0], [2], [2]], np.ones(3, np.int64), read_value=False)
     with session_with(scope.graph) as sess:
-        def work():
+        def work(_):
             for _ in range(200):
                 sess.run(bump)
-        threads = [threading.Thread(target=work) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        assert not run_in_threads(work, 8)
         np.testing.assert_array_equal(sess.run(v), [1600, 0, 3200, 0])
 
 

@@ -12,7 +12,7 @@ reference rejects, after which the session still runs. No feed or constant may
 change, and numpy warnings are errors throughout.
 
 ``check_graph(spec, gpu=kind)`` builds the graph on "/gpu:0" and runs it on a CPU + GPU
-session (``tests/gpu_devices.py``: "simulated" or "cuda"), deterministic=True, against
+session (``tests/support/gpu_devices.py``: "simulated" or "cuda"), deterministic=True, against
 the reference with TensorFlow's GPU semantics (``reference.run_op``). There, each
 node must also sit where the reference says it runs (strings and nodes without a GPU
 kernel on the CPU, everything else on the GPU), and an error for an out-of-bound
@@ -38,7 +38,7 @@ import graphflow as gf
 from graphflow.errors import InvalidArgumentError, OpError
 from graphflow.runtime import executor
 
-from gpu_devices import gpu_session_devices
+from support.gpu_devices import gpu_session_devices
 
 from . import reference
 from .spec import Built, Failure, GraphSpec, Ref, build, dtype_of, evaluate

@@ -1,7 +1,7 @@
 """The reference side of the differential fuzzer: every op of a fuzzed graph, written
 as plain loops from TensorFlow's documented CPU semantics, never with graphflow's
-kernels. Scatter and gather come from ``tests/ref_scatter.py``, partition and stitch
-from ``tests/ref_partition.py``; this module adds TensorFlow's input checks (which
+kernels. Scatter and gather come from ``tests/support/ref_scatter.py``, partition and stitch
+from ``tests/support/ref_partition.py``; this module adds TensorFlow's input checks (which
 inputs are rejected), ``tf.gather_nd``'s ``batch_dims`` and the basic ops.
 
 An op function takes numpy arrays (a list for a list input) and the node's attrs and
@@ -20,8 +20,8 @@ from typing import Callable
 
 import numpy as np
 
-import ref_scatter
-from ref_partition import ref_dynamic_partition, ref_dynamic_stitch
+from support import ref_scatter
+from support.ref_partition import ref_dynamic_partition, ref_dynamic_stitch
 
 
 class RefError(Exception):

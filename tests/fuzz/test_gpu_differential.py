@@ -7,7 +7,7 @@ staying on the CPU and every other node with a GPU kernel placed on the GPU
 (tests/fuzz/check.py). A graph whose scatters are all integer sums, mins and maxes
 also runs with the default kernels (atomics), which must then agree too.
 "simulated" runs the GPU kernels on numpy on any machine; "emulated" runs their
-CUDA source compiled for the CPU, on cupy-like arrays (tests/cuda_emulator.py);
+CUDA source compiled for the CPU, on cupy-like arrays (tests/support/cuda_emulator.py);
 "cuda" runs where cupy sees a CUDA device."""
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 import graphflow as gf
 from graphflow.ops import gpu_index, scatter_ops
 
-from gpu_devices import GPU_KINDS
+from support.gpu_devices import GPU_KINDS
 
 from .check import check_graph
 from .graphs import graph_specs

@@ -10,7 +10,7 @@ import pytest
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError, OpError
 
-import ref_scatter
+from support import ref_scatter
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])

@@ -20,7 +20,7 @@ import graphflow.ops.gpu_index as gpu_index
 import graphflow.ops.gpu_math as gpu_math
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))
-from cuda_emulator import (C_TYPES, ElementwiseKernel, cupy_on_cpu,  # noqa: E402
+from support.cuda_emulator import (C_TYPES, ElementwiseKernel, cupy_on_cpu,  # noqa: E402
                            kernel_function)  # (tests/)
 
 CUPY_INCLUDE = pathlib.Path(cupy.__file__).parent / "_core" / "include"

@@ -1,5 +1,5 @@
 """``python -m benchmarks.gpu`` on any machine: numpy stands in for cupy and the
-simulated GPU (tests/gpu_devices.py) for the CUDA device, at a small size, so that
+simulated GPU (tests/support/gpu_devices.py) for the CUDA device, at a small size, so that
 every workload builds, runs, is checked against its cupy peer and lands in the table
 and the JSON before the one device run that uses it; PyTorch's peers join on its CPU
 where torch is importable."""
@@ -14,7 +14,7 @@ import types
 import numpy as np
 import pytest
 
-from gpu_devices import gpu_session_devices
+from support.gpu_devices import gpu_session_devices
 
 # by its path: the repository's root on sys.path would shadow the installed graphflow
 _SPEC = importlib.util.spec_from_file_location(

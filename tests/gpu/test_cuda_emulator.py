@@ -1,4 +1,4 @@
-"""The CUDA kernels of ops/gpu_index.py, compiled for the CPU (tests/cuda_emulator.py),
+"""The CUDA kernels of ops/gpu_index.py, compiled for the CPU (tests/support/cuda_emulator.py),
 agree with the CPU kernels: every op and dtype, the atomic path (default) and the
 sorted, segmented one (deterministic=True), skipped offsets, NaNs, and threads
 run in shuffled orders. The atomic cases use values whose result does not depend
@@ -13,7 +13,7 @@ import pytest
 
 from graphflow.ops import gpu_index
 
-import cuda_emulator
+from support import cuda_emulator
 from fuzz.check import assert_same
 
 pytestmark = pytest.mark.skipif(cuda_emulator.COMPILER is None, reason=cuda_emulator.NEEDS)

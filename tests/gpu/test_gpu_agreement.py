@@ -7,7 +7,7 @@ import pytest
 
 import graphflow as gf
 
-from gpu_devices import GPU_KINDS, gpu_session_devices
+from support.gpu_devices import GPU_KINDS, gpu_session_devices
 
 
 @pytest.fixture(params=GPU_KINDS)

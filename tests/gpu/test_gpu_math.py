@@ -1,7 +1,7 @@
 """ops/gpu_math.py: the GPU's complex division is numpy's, bit for bit. Found on an H200:
 cupy's own (thrust's) quotient differed from the CPU's in the last bit of 26 of 192
 complex64 values (tests/gpu/test_gpu_agreement.py, real_div). Here its CUDA kernel runs
-compiled for the CPU (tests/cuda_emulator.py); tests/gpu/test_gpu_agreement.py runs it on
+compiled for the CPU (tests/support/cuda_emulator.py); tests/gpu/test_gpu_agreement.py runs it on
 the real device."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from graphflow.ops import gpu_math
 
-import cuda_emulator
+from support import cuda_emulator
 
 pytestmark = pytest.mark.skipif(cuda_emulator.COMPILER is None, reason=cuda_emulator.NEEDS)
 

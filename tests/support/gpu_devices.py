@@ -1,7 +1,7 @@
 """GPU devices for the tests: a simulated GPU that runs the GPU kernels on numpy (so
 their logic and every host<->device crossing are checked on any machine), an
 emulated GPU that also runs their CUDA kernels, compiled for the CPU
-(tests/cuda_emulator.py), and the real CUDA device when cupy sees one."""
+(tests/support/cuda_emulator.py), and the real CUDA device when cupy sees one."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +10,7 @@ import pytest
 import graphflow as gf
 from graphflow.runtime import CPUDevice, Device
 
-import cuda_emulator
+from . import cuda_emulator
 
 
 class SimulatedGPU(Device):
@@ -38,7 +38,7 @@ class SimulatedGPU(Device):
 
 class EmulatedGPU(SimulatedGPU):
     """A GPU of cupy-like arrays in host memory whose CUDA kernels run compiled for the
-    CPU (tests/cuda_emulator.py): its arrays are not numpy arrays, so a missing copy or
+    CPU (tests/support/cuda_emulator.py): its arrays are not numpy arrays, so a missing copy or
     a host-only call on a device array fails here as on a real GPU."""
 
     xp = cuda_emulator.cupy_on_cpu
