@@ -8,14 +8,10 @@ straight-line function (one line per step, slots released after their last
 reader, dead buffers kept in the plan's pool for the next ``ctx.empty``); a
 parallel run hands the steps to the thread pool as their inputs become ready.
 
-Scheduler state for a parallel run (dask-style): ``waiting[i]`` counts the
-unfinished producers of step i; ``ready`` steps go to the thread pool; a slot
-is cleared when its count of unfinished readers reaches zero.
+A parallel run's scheduler is ``runtime/parallel.py``.
 """
 from __future__ import annotations
 
-import heapq
-import queue
 import threading
 from typing import Any, Callable, Sequence
 
@@ -27,6 +23,7 @@ from graphflow.graph import Graph, Output
 from . import passes
 from .device import Device
 from .memory import MIN_POOLED_BYTES, BufferPool, releaser
+from .parallel import ParallelRun
 from .pipeline import PlanIR, compile_ir, initial_ir, optimizing_passes, run_pipeline
 from .placer import place
 from .specialize import MAX_SPECIALIZED, needs_specializing, specialize
@@ -191,99 +188,8 @@ class Plan:
         return value
 
     def _run_parallel(self, slots: list, pool, runs: list[Callable]) -> None:
-        """Run the steps as their inputs become ready: heavy ones on the pool, cheap ones
-        inline on this thread (a thread hop costs more than a small kernel). Ready steps
-        start in plan order. After a failure, steps past the failed one (in plan order)
-        no longer start, while earlier ones still run: the error reported is the first
-        in plan order, the one a serial run reports."""
-        steps, heavy, dependents = self.steps, self.heavy, self.dependents
-        waiting = list(self.waiting)
-        unread = list(self.use_counts)
-        release, pinned = self._release, self.pinned
-        done: queue.SimpleQueue = queue.SimpleQueue()
-        errors: dict[int, BaseException] = {}
-        limit = [len(steps)]  # steps at or past it do not start (read by pool threads)
-        ready = [k for k, w in enumerate(waiting) if w == 0]
-        heapq.heapify(ready)
-        in_flight = 0
-
-        def work(k: int) -> None:
-            if k >= limit[0]:
-                done.put((k, _SKIPPED))
-                return
-            try:
-                with np.errstate(all="ignore"):  # per thread: as in run()
-                    runs[k](slots)
-                done.put((k, None))
-            except BaseException as e:  # noqa: BLE001 - reported by the coordinator
-                done.put((k, e))
-
-        def finished(k: int) -> None:
-            for i in steps[k].flat_inputs:
-                unread[i] -= 1
-                if unread[i] == 0 and i not in pinned:
-                    release(slots, i)
-            for j in dependents[k]:
-                waiting[j] -= 1
-                if waiting[j] == 0:
-                    heapq.heappush(ready, j)
-
-        def failed(k: int, err: BaseException) -> None:
-            errors[k] = err
-            limit[0] = min(limit[0], k)
-
-        try:
-            with np.errstate(all="ignore"):
-                while ready or in_flight:
-                    while ready:
-                        k = heapq.heappop(ready)
-                        if k >= limit[0]:
-                            continue
-                        hop = heavy[k]
-                        if hop is None:  # decided by the sizes this run sees
-                            hop = any(getattr(slots[i], "size", 0) >= HEAVY_ELEMENTS
-                                      for i in steps[k].flat_inputs)
-                        if hop:
-                            in_flight += 1
-                            pool.submit(work, k)
-                            continue
-                        try:
-                            runs[k](slots)
-                        except (KeyboardInterrupt, SystemExit):
-                            raise
-                        except Exception as e:  # noqa: BLE001 - reported below
-                            failed(k, e)
-                            continue
-                        finished(k)
-                    if in_flight:
-                        k, err = done.get()
-                        in_flight -= 1
-                        if err is None:
-                            finished(k)
-                        elif err is not _SKIPPED:
-                            failed(k, err)
-        except BaseException:
-            # KeyboardInterrupt or similar: start nothing more, let what is running
-            # finish, then re-raise.
-            limit[0] = -1
-            while in_flight:
-                done.get()
-                in_flight -= 1
-            raise
-        if errors:
-            k = min(errors)
-            err = errors[k]
-            errors.clear()  # no cycle (this frame -> errors -> traceback -> this frame)
-            try:
-                if isinstance(err, (KeyboardInterrupt, SystemExit)):
-                    raise err
-                raise _node_error(steps[k], err) from err
-            finally:
-                del err
-
-
-#: What a parallel step reports when it was not started because an earlier step failed.
-_SKIPPED = object()
+        """Run the steps as their inputs become ready (runtime/parallel.py)."""
+        ParallelRun(self, slots, pool, runs, HEAVY_ELEMENTS, _node_error).run()
 
 
 def _node_error(step: Step, err: BaseException) -> BaseException:
