@@ -84,62 +84,85 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, stop_gradients: Any = None,
 def _gradients(ys: Any, xs: Any, grad_ys: Any, stop_gradients: Any, name: str,
                require_path: bool) -> list:
     ys = _tensors(ys, "ys")
-    targets = [_variable_reads(x) if isinstance(x, Variable) else None
-               for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
-    xs = [t for x, reads in zip(xs if isinstance(xs, (list, tuple)) else [xs], targets)
-          for t in (reads if reads is not None else _tensors(x, "xs"))]
-    if not xs and not targets:
-        raise InvalidArgumentError("gradients: xs is empty")
+    targets, xs = _resolve_xs(xs)
     graph = ys[0].graph
+    _check_same_graph(graph, ys, xs)
+    # tensors, not ops: another output of a held tensor's op still flows
+    held = set(_stop_tensors(graph, stop_gradients))
+    root = Scope(graph).with_sub_scope(name)
+    walk = _BackwardWalk(root, _ops_between(graph, [x.op for x in xs], [y.op for y in ys], held),
+                         held, set(xs), first_new_op=len(graph.operations()))
+    if require_path:
+        _check_every_y_reaches_an_x(graph, ys, xs, walk.between)
+    for y, grad_y in zip(ys, _grad_ys(root, ys, grad_ys)):
+        walk.pending[y].append(grad_y)
+    for op in sorted(walk.between, key=lambda o: o.position, reverse=True):
+        walk.visit(op)
+    results = [walk.total(x, root) if is_differentiable(x) else None for x in xs]
+    return _per_x(root, targets, results)
+
+
+def _resolve_xs(xs: Any) -> tuple[list, list[Output]]:
+    """Per x the user passed, a Variable's reads (else None); and the flat list of tensors
+    to differentiate against, a Variable standing for its reads."""
+    given = xs if isinstance(xs, (list, tuple)) else [xs]
+    targets = [_variable_reads(x) if isinstance(x, Variable) else None for x in given]
+    flat = [t for x, reads in zip(given, targets)
+            for t in (reads if reads is not None else _tensors(x, "xs"))]
+    if not flat and not targets:
+        raise InvalidArgumentError("gradients: xs is empty")
+    return targets, flat
+
+
+def _check_same_graph(graph: Graph, ys: list[Output], xs: list[Output]) -> None:
     for what, group in (("ys", ys), ("xs", xs)):
         for t in group:
             if t.graph is not graph:
                 raise InvalidArgumentError(
                     f"gradients: {what} tensor '{t.name}' is from another graph than "
                     f"'{ys[0].name}'")
+
+
+def _stop_tensors(graph: Graph, stop_gradients: Any) -> list[Output]:
     stops = _tensors(stop_gradients, "stop_gradients", allow_empty=True) \
         if stop_gradients is not None else []
     for t in stops:
         if t.graph is not graph:
             raise InvalidArgumentError(
                 f"gradients: stop_gradients tensor '{t.name}' is from another graph")
-    held = set(stops)  # tensors, not ops: another output of a held tensor's op still flows
+    return stops
 
-    root = Scope(graph).with_sub_scope(name)
-    first_new_op = len(graph.operations())  # ops from here on are this call's
-    between = _ops_between(graph, [x.op for x in xs], [y.op for y in ys], held)
-    if require_path:
-        _check_every_y_reaches_an_x(graph, ys, xs, between)
-    x_set = set(xs)
 
-    pending: dict[Output, list] = defaultdict(list)
-    for y, grad_y in zip(ys, _grad_ys(root, ys, grad_ys)):
-        pending[y].append(grad_y)
+class _BackwardWalk:
+    """One gradients() call's walk: the gradients pending at each tensor, summed once when
+    first read, and the step that turns an op's output gradients into its inputs'."""
 
-    summed: dict[Output, Any] = {}
+    def __init__(self, root: Scope, between: set[Operation], held: set[Output],
+                 xs: set[Output], first_new_op: int):
+        self.root, self.between, self.held, self.xs = root, between, held, xs
+        self.first_new_op = first_new_op  # ops from here on are this call's
+        self.pending: dict[Output, list] = defaultdict(list)
+        self.summed: dict[Output, Any] = {}
 
-    def total(t: Output, scope: Scope):
-        if t not in summed:
-            summed[t] = _sum_gradients(pending.pop(t, []), t, scope)
-        return summed[t]
+    def total(self, t: Output, scope: Scope):
+        """The gradient of ``t``: what reached it, summed (once)."""
+        if t not in self.summed:
+            self.summed[t] = _sum_gradients(self.pending.pop(t, []), t, scope)
+        return self.summed[t]
 
-    for op in sorted(between, key=lambda o: o.position, reverse=True):
+    def visit(self, op: Operation) -> None:
+        """Apply ``op``'s gradient rule when a gradient reached it and one is wanted."""
         # A held tensor still gets its own gradient (it may be an x); the walk stops there.
         wanted = [i for i, t in enumerate(op.inputs) if is_differentiable(t) and (
-            (t.op in between and t not in held) or t in x_set)]
-        flowing = [o for o in op.outputs if is_differentiable(o) and o not in held]
-        if not wanted or not any(o in pending for o in flowing):
-            continue
-        rule = op.op_def.gradient_function
-        if rule is NOT_DIFFERENTIABLE:
-            continue
+            (t.op in self.between and t not in self.held) or t in self.xs)]
+        flowing = [o for o in op.outputs if is_differentiable(o) and o not in self.held]
+        if not wanted or not any(o in self.pending for o in flowing):
+            return
+        rule = _gradient_rule(op)
         if rule is None:
-            raise LookupError(
-                f"No gradient defined for operation '{op.name}' (op type: {op.type}); declare "
-                f"one with @{op.type}.gradient, or op_def.not_differentiable(). Built at "
-                f"{op.site}")
-        scope = root.with_sub_scope(f"{op.name}_grad").beside(op)
-        out_grads = [total(o, scope) if o in flowing else None for o in op.outputs]
+            return
+        scope = self.root.with_sub_scope(f"{op.name}_grad").beside(op)
+        out_grads = [self.total(o, scope) if o in flowing else None for o in op.outputs]
         out_grads = _fill_missing(scope, op, out_grads)
         if not getattr(rule, "takes_indexed_slices", False):
             out_grads = [g.as_output() if isinstance(g, IndexedSlices) else g
@@ -148,10 +171,22 @@ def _gradients(ys: Any, xs: Any, grad_ys: Any, stop_gradients: Any, name: str,
         _check_rule_result(op, in_grads)
         for i in wanted:
             if in_grads[i] is not None:
-                _refine_shape(in_grads[i], op.inputs[i], first_new_op)
-                pending[op.inputs[i]].append(in_grads[i])
-    results = [total(x, root) if is_differentiable(x) else None for x in xs]
-    return _per_x(root, targets, results)
+                _refine_shape(in_grads[i], op.inputs[i], self.first_new_op)
+                self.pending[op.inputs[i]].append(in_grads[i])
+
+
+def _gradient_rule(op: Operation):
+    """``op``'s gradient rule; None for a non-differentiable op; a LookupError if none
+    was declared."""
+    rule = op.op_def.gradient_function
+    if rule is NOT_DIFFERENTIABLE:
+        return None
+    if rule is None:
+        raise LookupError(
+            f"No gradient defined for operation '{op.name}' (op type: {op.type}); declare "
+            f"one with @{op.type}.gradient, or op_def.not_differentiable(). Built at "
+            f"{op.site}")
+    return rule
 
 
 # -- variables -------------------------------------------------------------------------------
