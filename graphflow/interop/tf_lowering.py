@@ -246,6 +246,27 @@ class _Helpers:
         return self.w.const(f"{self.at}/{suffix}", np.asarray(value, dtype.as_numpy_dtype),
                             self.dev)
 
+    def set_bad_indices_policy(self, policy: str) -> None:
+        """Give the node added last TF's ``bad_indices_policy`` attr."""
+        self.w.graph_def.node[-1].attr["bad_indices_policy"].s = policy.encode()
+
+
+def _known_depth(op: Operation, indices: Output) -> int:
+    """The depth of ``op``'s index tuples (the last dim of ``indices``); a lowering needs
+    it statically."""
+    depth = indices.shape[-1] if indices.shape.rank else None
+    if depth is None:
+        raise UnimplementedError(f"Cannot export {op.type} to TensorFlow: the depth of its "
+                                 f"indices '{indices.name}' (their last dim) is unknown",
+                                 op.name, op.type)
+    return depth
+
+
+def _index_tuples(h: _Helpers, indices_ref: str, depth: int, ti: DType) -> str:
+    """The index tuples as a [-1, depth] matrix."""
+    return h.add("tuples", "Reshape", [indices_ref, h.const("tuples_shape", [-1, depth], ti)],
+                 {"T": ti, "Tshape": ti}, ti)
+
 
 def _lower_stitch_winners(w: _Writer, op: Operation) -> list[str]:
     """_StitchWinners(indices[N]) in TF's ops: number the positions of all indices in
@@ -287,16 +308,11 @@ def _lower_scatter_winners(w: _Writer, op: Operation) -> list[str]:
     scatter does, under the same bad_indices_policy), and keep a tuple where it is
     valid and its number is its slot's, -1 elsewhere."""
     indices, shape = op.inputs
-    depth = indices.shape[-1] if indices.shape.rank else None
-    if depth is None:
-        raise UnimplementedError(f"Cannot export {op.type} to TensorFlow: the depth of its "
-                                 f"indices '{indices.name}' (their last dim) is unknown",
-                                 op.name, op.type)
+    depth = _known_depth(op, indices)
     h = _Helpers(w, op, "winners")
     t = op.attrs["Tindices"]
     ref, shape_ref = w.ref(indices), w.ref(shape)
-    tuples = h.add("tuples", "Reshape", [ref, h.const("tuples_shape", [-1, depth], t)],
-                   {"T": t, "Tshape": t}, t)
+    tuples = _index_tuples(h, ref, depth, t)
     count = h.add("count", "Slice", [h.add("tuples_dims", "Shape", [tuples], {
         "T": t, "out_type": t}, t), h.const("zero_1", [0], t), h.const("one_1", [1], t)],
                   {"T": t, "Index": t}, t)
@@ -309,10 +325,9 @@ def _lower_scatter_winners(w: _Writer, op: Operation) -> list[str]:
                   {"T": t, "index_type": t}, t)
     last = h.add("last_writer", "TensorScatterMax", [empty, tuples, numbers], {
         "T": t, "Tindices": t}, t)
-    w.graph_def.node[-1].attr["bad_indices_policy"].s = \
-        op.attrs["bad_indices_policy"].encode()
+    h.set_bad_indices_policy(op.attrs["bad_indices_policy"])
     kept = h.add("kept", "GatherNd", [last, tuples], {"Tparams": t, "Tindices": t}, t)
-    w.graph_def.node[-1].attr["bad_indices_policy"].s = b"IGNORE"
+    h.set_bad_indices_policy("IGNORE")
     axis = h.const("last_axis", -1, int32)
     in_range = h.add("in_range", "All", [h.add("valid", "LogicalAnd", [
         h.add("nonnegative", "GreaterEqual", [tuples, h.const("zero_3", 0, t)], {"T": t},
@@ -353,17 +368,24 @@ def _lower_min_max_shares(w: _Writer, op: Operation) -> list[str]:
     it), counted with a TensorScatterAdd under the op's bad_indices_policy; each of the
     k owners gets 1/k. One IdentityN named after the op holds the two shares."""
     tensor, indices, updates, output = op.inputs
-    depth = indices.shape[-1] if indices.shape.rank else None
-    if depth is None:
-        raise UnimplementedError(f"Cannot export {op.type} to TensorFlow: the depth of its "
-                                 f"indices '{indices.name}' (their last dim) is unknown",
-                                 op.name, op.type)
+    depth = _known_depth(op, indices)
     h = _Helpers(w, op, "shares")
+    t = op.attrs["T"]
+    tuples, rows, valid_rows = _update_rows(h, op, depth)
+    tensor_wins, update_wins = _who_wins(h, op, tuples, rows, valid_rows)
+    tensor_share, update_share = _shares(h, op, tuples, tensor_wins, update_wins)
+    return w.node(op.name, "IdentityN", [tensor_share, update_share],
+                  {"T": ("list(type)", [t, t])}, op.device, [c.name for c in op.control_inputs],
+                  [(o.dtype, o.shape) for o in op.outputs])
+
+
+def _update_rows(h: _Helpers, op: Operation, depth: int) -> tuple[str, str, str]:
+    """The index tuples, the updates as one row per tuple, and which rows land in range
+    (as a column that broadcasts over a row)."""
+    tensor, indices, updates, _ = op.inputs
     t, ti = op.attrs["T"], op.attrs["Tindices"]
-    tensor_ref, out_ref = w.ref(tensor), w.ref(output)
-    tuples = h.add("tuples", "Reshape", [w.ref(indices), h.const("tuples_shape", [-1, depth], ti)],
-                   {"T": ti, "Tshape": ti}, ti)
-    shape = h.add("tensor_shape", "Shape", [tensor_ref], {"T": t, "out_type": ti}, ti)
+    tuples = _index_tuples(h, h.w.ref(indices), depth, ti)
+    shape = h.add("tensor_shape", "Shape", [h.w.ref(tensor)], {"T": t, "out_type": ti}, ti)
     slots = h.add("slots", "Slice", [shape, h.const("zero_1", [0], ti),
                                      h.const("depth", [depth], ti)], {"T": ti, "Index": ti}, ti)
     inner = h.add("inner", "Slice", [shape, h.const("depth_1", [depth], ti),
@@ -371,7 +393,7 @@ def _lower_min_max_shares(w: _Writer, op: Operation) -> list[str]:
     axis0, last = h.const("axis0", 0, int32), h.const("last_axis", -1, int32)
     rows_shape = h.add("rows_shape", "ConcatV2", [h.const("minus_one", [-1], ti), inner, axis0],
                        {"N": 2, "T": ti, "Tidx": int32}, ti)
-    rows = h.add("rows", "Reshape", [w.ref(updates), rows_shape], {"T": t, "Tshape": ti}, t)
+    rows = h.add("rows", "Reshape", [h.w.ref(updates), rows_shape], {"T": t, "Tshape": ti}, t)
     valid = h.add("valid", "All", [h.add("in_range", "LogicalAnd", [
         h.add("nonnegative", "GreaterEqual", [tuples, h.const("zero", 0, ti)], {"T": ti},
               bool_),
@@ -382,40 +404,62 @@ def _lower_min_max_shares(w: _Writer, op: Operation) -> list[str]:
         axis0], {"N": 2, "T": ti, "Tidx": int32}, ti)
     valid_rows = h.add("valid_rows", "Reshape", [valid, column_shape],
                        {"T": bool_, "Tshape": ti}, bool_)
+    return tuples, rows, valid_rows
 
-    def gather(suffix, params):
-        ref = h.add(suffix, "GatherNd", [params, tuples], {"Tparams": t, "Tindices": ti}, t)
-        w.graph_def.node[-1].attr["bad_indices_policy"].s = b"IGNORE"
-        return ref
 
+def _gather_ignoring_bad(h: _Helpers, op: Operation, suffix: str, params: str,
+                         tuples: str) -> str:
+    """params at the index tuples; a tuple out of range gathers zeros (TF's IGNORE)."""
+    t, ti = op.attrs["T"], op.attrs["Tindices"]
+    ref = h.add(suffix, "GatherNd", [params, tuples], {"Tparams": t, "Tindices": ti}, t)
+    h.set_bad_indices_policy("IGNORE")
+    return ref
+
+
+def _who_wins(h: _Helpers, op: Operation, tuples: str, rows: str,
+              valid_rows: str) -> tuple[str, str]:
+    """Where the tensor's element equals the output (or is NaN), and which valid update
+    rows equal the output where they land."""
+    tensor, _, _, output = op.inputs
+    t = op.attrs["T"]
+    tensor_ref, out_ref = h.w.ref(tensor), h.w.ref(output)
     tensor_wins = h.add("tensor_wins", "LogicalOr", [
         h.add("tensor_equal", "Equal", [tensor_ref, out_ref],
               {"T": t, "incompatible_shape_error": True}, bool_),
         h.add("tensor_nan", "IsNan", [tensor_ref], {"T": t}, bool_)], {}, bool_)
     update_wins = h.add("update_wins", "LogicalAnd", [
-        h.add("update_equal", "Equal", [rows, gather("landed_on", out_ref)],
+        h.add("update_equal", "Equal", [rows, _gather_ignoring_bad(h, op, "landed_on", out_ref,
+                                                                   tuples)],
               {"T": t, "incompatible_shape_error": True}, bool_), valid_rows], {}, bool_)
+    return tensor_wins, update_wins
+
+
+def _shares(h: _Helpers, op: Operation, tuples: str, tensor_wins: str,
+            update_wins: str) -> tuple[str, str]:
+    """Each winner's 1/k of the output's gradient: the tensor's, and the updates' (in the
+    updates' shape)."""
+    tensor, _, updates, _ = op.inputs
+    t, ti = op.attrs["T"], op.attrs["Tindices"]
 
     def as_t(suffix, ref):
         return h.add(suffix, "Cast", [ref], {"SrcT": bool_, "DstT": t, "Truncate": False}, t)
 
-    zeros = h.add("zeros", "ZerosLike", [tensor_ref], {"T": t}, t)
+    zeros = h.add("zeros", "ZerosLike", [h.w.ref(tensor)], {"T": t}, t)
     landed = h.add("update_counts", "TensorScatterAdd", [zeros, tuples,
                                                          as_t("update_ones", update_wins)],
                    {"T": t, "Tindices": ti}, t)
-    w.graph_def.node[-1].attr["bad_indices_policy"].s = op.attrs["bad_indices_policy"].encode()
+    h.set_bad_indices_policy(op.attrs["bad_indices_policy"])
     counts = h.add("counts", "AddV2", [as_t("tensor_ones", tensor_wins), landed], {"T": t}, t)
     share = h.add("share", "Reciprocal", [h.add("at_least_one", "Maximum", [
         counts, h.const("one", 1, t)], {"T": t}, t)], {"T": t}, t)
     tensor_share = h.add("tensor_share", "SelectV2", [tensor_wins, share, zeros], {"T": t}, t)
     update_rows = h.add("update_rows", "SelectV2", [
-        update_wins, gather("share_there", share), h.const("nothing", 0, t)], {"T": t}, t)
+        update_wins, _gather_ignoring_bad(h, op, "share_there", share, tuples),
+        h.const("nothing", 0, t)], {"T": t}, t)
     update_share = h.add("update_share", "Reshape", [update_rows, h.add(
-        "updates_shape", "Shape", [w.ref(updates)], {"T": t, "out_type": ti}, ti)],
+        "updates_shape", "Shape", [h.w.ref(updates)], {"T": t, "out_type": ti}, ti)],
         {"T": t, "Tshape": ti}, t)
-    return w.node(op.name, "IdentityN", [tensor_share, update_share],
-                  {"T": ("list(type)", [t, t])}, op.device, [c.name for c in op.control_inputs],
-                  [(o.dtype, o.shape) for o in op.outputs])
+    return tensor_share, update_share
 
 
 #: graphflow op type -> writer of the TF nodes computing it (None: write it as is).
