@@ -196,6 +196,29 @@ class Planner:
 
     # -- inlining --------------------------------------------------------------------
     def _inline(self, call: Node, fname: str, stack: tuple) -> None:
+        """Plan the body of function ``fname`` in place of ``call``, under a fresh name
+        prefix; the call's name then stands for the function's results."""
+        f = self._inlinable(call, fname, stack)
+        func_attrs = dict(call.attrs["f"][1].attrs) if call.op in _CALL_OPS else \
+            {k: v for k, v in call.attrs.items()}
+        body = _Body(call, fname, self._fresh_prefix(call.name),
+                     {a.name: src for a, src in zip(f.signature.input_arg, call.inputs)},
+                     {nd.name for nd in f.node_def})
+        for nd in f.node_def:
+            self._add(self._body_node(body, nd), nd, stack + (fname,), func_attrs)
+        results = _function_results(body, f)
+        control_ret = [body.prefix + n for n in f.control_ret.values() if n in body.names]
+        # uses of the call's outputs read the function's results directly
+        self.results[call.name] = (results, [a.name for a in f.signature.output_arg])
+        if len(results) == 1:  # the call's name stands for its one result: "call:0" works
+            self.nodes.append(Node(call.name, "Identity", results, control_ret, call.device))
+        else:  # a NoOp that waits for the whole function ("^call", or the call as a fetch)
+            self.nodes.append(Node(call.name, "NoOp", [], sorted(
+                {src for src, _ in results} | set(control_ret)), call.device))
+
+    def _inlinable(self, call: Node, fname: str, stack: tuple) -> Any:
+        """The FunctionDef ``fname``, after checking ``call`` can inline it: no recursion,
+        single-tensor arguments only, one input per argument."""
         if fname in stack:
             raise UnimplementedError(f"Function '{fname}' calls itself (through "
                                      f"{' -> '.join(stack + (fname,))}); recursion cannot "
@@ -210,53 +233,23 @@ class Planner:
         if len(call.inputs) != len(sig.input_arg):
             raise error(f"calls function '{fname}' with {len(call.inputs)} inputs; it takes "
                          f"{len(sig.input_arg)}", call.name, call.op)
-        func_attrs = dict(call.attrs["f"][1].attrs) if call.op in _CALL_OPS else \
-            {k: v for k, v in call.attrs.items()}
-        prefix = self._fresh_prefix(call.name)
-        args = {a.name: src for a, src in zip(sig.input_arg, call.inputs)}
-        body_names = {nd.name for nd in f.node_def}
+        return f
 
-        def resolve(ref_node: str, ref: Any, where: str) -> tuple[str, Any]:
-            if ref_node in args and not isinstance(ref, tuple) and ref == 0:
-                return args[ref_node]
-            if ref_node not in body_names:
-                raise error(f"input {ref_node!r} of function '{fname}' names neither an "
-                             f"argument nor a node of the function", where, call.op)
-            return prefix + ref_node, ref
-
-        for nd in f.node_def:
-            if not nd.name or not _VALID_OP_NAME.fullmatch(prefix + nd.name):
-                raise error(f"function '{fname}' has the invalid node name {nd.name!r}",
-                             call.name, call.op)
-            data, controls = _split_inputs(nd, _FUNC_REF)
-            inner = Node(prefix + nd.name, nd.op,
-                          [resolve(s, ref, prefix + nd.name) for s, ref in data],
-                          [prefix + c if c in body_names else self._bad_control(c, fname, call)
-                           for c in controls] + list(call.controls),
-                          nd.device or call.device)
-            self.names.add(inner.name)
-            self._add(inner, nd, stack + (fname,), func_attrs)
-        # the call's name stands for the function's results
-        results = []
-        for arg in sig.output_arg:
-            if arg.name not in f.ret:
-                raise error(f"function '{fname}' returns no value for its output "
-                             f"'{arg.name}'", call.name, call.op)
-            m = _FUNC_REF.fullmatch(f.ret[arg.name])
-            if m is None:
-                raise error(f"function '{fname}' returns {f.ret[arg.name]!r}, not a tensor",
-                             call.name, call.op)
-            ref = (m["arg"], int(m["index"])) if m["arg"] else 0
-            results.append(resolve(m["node"], ref, call.name))
-        control_ret = [prefix + n for n in f.control_ret.values() if n in body_names]
-        # uses of the call's outputs read the function's results directly
-        names = [a.name for a in sig.output_arg]
-        self.results[call.name] = (results, names)
-        if len(results) == 1:  # the call's name stands for its one result: "call:0" works
-            self.nodes.append(Node(call.name, "Identity", results, control_ret, call.device))
-        else:  # a NoOp that waits for the whole function ("^call", or the call as a fetch)
-            self.nodes.append(Node(call.name, "NoOp", [], sorted(
-                {src for src, _ in results} | set(control_ret)), call.device))
+    def _body_node(self, body: _Body, nd: Any) -> Node:
+        """The plan node of the function's NodeDef ``nd``: prefixed, its inputs resolved,
+        waiting for the call's control inputs too."""
+        call, prefix = body.call, body.prefix
+        if not nd.name or not _VALID_OP_NAME.fullmatch(prefix + nd.name):
+            raise error(f"function '{body.fname}' has the invalid node name {nd.name!r}",
+                         call.name, call.op)
+        data, controls = _split_inputs(nd, _FUNC_REF)
+        inner = Node(prefix + nd.name, nd.op,
+                     [body.resolve(s, ref, prefix + nd.name) for s, ref in data],
+                     [prefix + c if c in body.names else self._bad_control(c, body.fname, call)
+                      for c in controls] + list(call.controls),
+                     nd.device or call.device)
+        self.names.add(inner.name)
+        return inner
 
     def _bad_control(self, name: str, fname: str, call: Node) -> str:
         raise error(f"control input '^{name}' of function '{fname}' names no node of the "
@@ -285,6 +278,43 @@ def check_refs(nodes: list[Node]) -> dict[str, Node]:
             if c not in by_name:
                 raise error(f"control input '^{c}' names no node in the GraphDef", n.name, n.op)
     return by_name
+
+
+@dataclass(frozen=True)
+class _Body:
+    """A function body being inlined for ``call``: its node names get ``prefix``;
+    ``args`` maps each argument to the call's input it reads."""
+
+    call: Node
+    fname: str
+    prefix: str
+    args: dict
+    names: set
+
+    def resolve(self, ref_node: str, ref: Any, where: str) -> tuple[str, Any]:
+        """A reference inside the body as a reference in the plan."""
+        if ref_node in self.args and not isinstance(ref, tuple) and ref == 0:
+            return self.args[ref_node]
+        if ref_node not in self.names:
+            raise error(f"input {ref_node!r} of function '{self.fname}' names neither an "
+                         f"argument nor a node of the function", where, self.call.op)
+        return self.prefix + ref_node, ref
+
+
+def _function_results(body: _Body, f: Any) -> list:
+    """The plan references of the function's return values, in output order."""
+    call, results = body.call, []
+    for arg in f.signature.output_arg:
+        if arg.name not in f.ret:
+            raise error(f"function '{body.fname}' returns no value for its output "
+                         f"'{arg.name}'", call.name, call.op)
+        m = _FUNC_REF.fullmatch(f.ret[arg.name])
+        if m is None:
+            raise error(f"function '{body.fname}' returns {f.ret[arg.name]!r}, not a tensor",
+                         call.name, call.op)
+        ref = (m["arg"], int(m["index"])) if m["arg"] else 0
+        results.append(body.resolve(m["node"], ref, call.name))
+    return results
 
 
 def topological(nodes: list[Node], by_name: dict[str, Node]) -> list[Node]:
