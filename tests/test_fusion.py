@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError, ResourceExhaustedError
 from graphflow.runtime import fusion
+
 from support.threads import run_in_threads
 
 FLOATS = [np.float32, np.float64]

@@ -156,7 +156,7 @@ def test_bad_scalar_and_list_feeds_are_rejected():
 
 def test_array_with_another_dtype_is_cast_as_numpy_casts():
     """TF1's Session feeds np.asarray(value, dtype): one rule for every kind of array
-    (tests/test_hardening_runtime.py checks it against numpy for many pairs)."""
+    (tests/test_feed_conversion.py checks it against numpy for many pairs)."""
     original = np.array([1, 2, 3], np.int64)
     for wrap in (lambda a: a, ArrayOnly, DLPackOnly):
         result, seen = probe_run(wrap(original), gf.float32, [3])

@@ -1,6 +1,7 @@
 """Resource limits: an output that cannot be allocated fails before anything is
 allocated, with ResourceExhaustedError naming the node and the size; a MemoryError
-inside any kernel becomes ResourceExhaustedError; the session stays usable.
+inside any kernel becomes ResourceExhaustedError; the session stays usable. The limit
+holds for every op's outputs, also a user op's and one of unknown size.
 
 The sizes come from values (a shape tensor, an index, a broadcast), so only a
 run-time check can catch them: without one numpy would try (and, under Linux
@@ -14,7 +15,7 @@ import pytest
 import graphflow as gf
 from graphflow.errors import ResourceExhaustedError
 
-from support import probe_ops  # noqa: F401 - registers the reliability_probe and reliability_alloc ops
+from support import probe_ops, user_ops  # noqa: F401 - they register the test ops used here
 
 MB = 1 << 20
 HUGE = 10 ** 12
@@ -244,3 +245,125 @@ def test_numpy_allocation_failure_becomes_resource_exhausted(scope):
 def test_session_config_rejects_negative_limits(field, value):
     with pytest.raises(gf.errors.InvalidArgumentError, match=f"{field} must be >= "):
         gf.SessionConfig(**{field: value})
+
+
+# -- the memory limit holds for every op's outputs -----------------------------------------------
+LIMIT = 256  # bytes: 64 float32 elements
+N = 100      # elements of the input: 400 bytes
+
+
+def _binary(op):
+    return lambda s, x: getattr(s, op)(x, x)
+
+
+LIMITED = {
+    "add(x, x)": (_binary("add"), N), "add(x, 1.0)": (lambda s, x: s.add(x, 1.0), N),
+    "sub": (_binary("sub"), N), "mul": (_binary("mul"), N),
+    "maximum": (_binary("maximum"), N), "real_div": (_binary("real_div"), N),
+    "neg": (lambda s, x: s.neg(x), N),
+    "cast": (lambda s, x: s.cast(x, gf.float64), N),
+    "concat": (lambda s, x: s.concat([x, x], 0), 2 * N),
+    "pack": (lambda s, x: s.pack([x, x]), 2 * N),
+    "select": (lambda s, x: s.select_v2(s.less(x, 0.5), x, x), N),
+    "zeros_like": (lambda s, x: s.zeros_like(x), N),
+    "tensor_scatter_add": (lambda s, x: s.tensor_scatter_add(x, [[0]], [1.0]), N),
+    "user op": (lambda s, x: s.test_fresh(x), N),
+}
+
+
+@pytest.mark.parametrize("optimize", [True, False], ids=["optimized", "as written"])
+@pytest.mark.parametrize("shape", [[N], [None], None], ids=["static", "dynamic", "no rank"])
+@pytest.mark.parametrize("name", LIMITED)
+def test_the_memory_limit_holds_for_every_op(name, shape, optimize):
+    build, elements = LIMITED[name]
+    s = gf.Scope(gf.Graph())
+    x = s.placeholder(gf.float32, shape=shape, name="x")
+    y = build(s, x)
+    feed = np.linspace(0, 1, N, dtype=np.float32)
+    with gf.Session(s.graph, gf.SessionConfig(memory_limit_bytes=LIMIT, optimize=optimize)) as sess:
+        with pytest.raises(ResourceExhaustedError, match="OOM when allocating tensor with "
+                           f"{elements} elements") as info:
+            sess.run(y, {x: feed})
+        assert info.value.node_name == y.op.name
+        assert sess.run(s.identity(x), {x: feed}).size == N  # the session is still usable
+    with gf.Session(s.graph, gf.SessionConfig(memory_limit_bytes=64 * LIMIT)) as sess:
+        assert sess.run(y, {x: feed}).size == elements  # the same graph fits a larger limit
+
+
+@pytest.mark.parametrize("optimize", [True, False], ids=["optimized", "as written"])
+def test_an_output_is_refused_before_it_is_allocated(optimize):
+    """A broadcast input that owns 8 bytes, an output of 8 MB: refused before numpy
+    allocates it (checked from the shapes, not from the result)."""
+    s = gf.Scope(gf.Graph())
+    x = s.placeholder(gf.float64, shape=[None], name="x")
+    outs = [s.add(x, x), s.neg(x), s.cast(x, gf.float32), s.concat([x, x], 0)]
+    huge = np.broadcast_to(np.ones(1), (1 << 20,))
+    config = gf.SessionConfig(memory_limit_bytes=1 << 20, optimize=optimize)
+    with gf.Session(s.graph, config) as sess:
+        for out in outs:
+            with pytest.raises(ResourceExhaustedError):
+                sess.run(out, {x: huge})  # compiles the plan first
+            tracemalloc.start()
+            try:
+                with pytest.raises(ResourceExhaustedError, match=f"node {out.op.name}"):
+                    sess.run(out, {x: huge})
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            assert peak < (1 << 20), f"{out.op.type}: {peak} bytes allocated before failing"
+
+
+def test_constants_past_the_limit_are_not_folded_away():
+    s = gf.Scope(gf.Graph())
+    c = s.constant(np.ones(N, np.float32))
+    y = s.add(c, c, name="sum")
+    with gf.Session(s.graph, gf.SessionConfig(memory_limit_bytes=LIMIT)) as sess:
+        with pytest.raises(ResourceExhaustedError, match=r"\[node sum\]"):
+            sess.run(y)
+
+
+Grow = gf.register_op("TestGrow", inputs=["n: int64"], outputs=["y: float32"],
+                      doc="np.zeros(n), no shape function (tests only).")
+Grow.kernel("cpu")(lambda ctx, n: np.zeros(int(n), np.float32))
+Zeros = gf.register_op("TestZeros", inputs=["n: int64"], outputs=["y: float32"],
+                       doc="np.zeros(n); its shape function reads n (tests only).")
+ZEROS_CALLS: list = []
+
+
+@Zeros.kernel("cpu")
+def _zeros(ctx, n):
+    ZEROS_CALLS.append(int(n))
+    return np.zeros(int(n), np.float32)
+
+
+@Zeros.shape_fn
+def _zeros_shape(ctx):
+    """[n] when n is known."""
+    n = ctx.value("n")
+    return gf.TensorShape([None if n is None else int(n)])
+
+
+def test_an_output_of_unknown_size_is_checked_after_its_kernel():
+    """A user op without a shape function: its result is refused once it exists."""
+    s = gf.Scope(gf.Graph())
+    n = s.placeholder(gf.int64, shape=[], name="n")
+    y = s.test_grow(n, name="grow")
+    with gf.Session(s.graph, gf.SessionConfig(memory_limit_bytes=LIMIT)) as sess:
+        assert sess.run(y, {n: 64}).size == 64  # 256 bytes: at the limit
+        with pytest.raises(ResourceExhaustedError, match=r"65 elements .* \[node grow\]"):
+            sess.run(y, {n: 65})
+
+
+def test_shape_functions_that_read_values_are_remembered_per_value():
+    """The output's size is a value (the kernel does not check it): a call with another
+    value is checked again, before the kernel, not answered from an earlier verdict."""
+    s = gf.Scope(gf.Graph())
+    n = s.placeholder(gf.int64, shape=[], name="n")
+    y = s.test_zeros(n, name="zeros")
+    with gf.Session(s.graph, gf.SessionConfig(memory_limit_bytes=LIMIT)) as sess:
+        ZEROS_CALLS.clear()
+        for _ in range(2):
+            assert sess.run(y, {n: 64}).size == 64
+            with pytest.raises(ResourceExhaustedError, match=r"65 elements .*\[node zeros\]"):
+                sess.run(y, {n: 65})
+        assert ZEROS_CALLS == [64, 64]  # refused before the kernel ran

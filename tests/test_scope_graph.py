@@ -5,6 +5,7 @@ import pytest
 
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError
+
 from support.threads import run_in_threads
 
 

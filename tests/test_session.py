@@ -1,4 +1,5 @@
-"""Session and executor: pruning, feeds, control dependencies, errors, threads."""
+"""Session and executor: pruning, feeds, control dependencies, errors, threads, and a
+kernel that uses its own Session (an error, not a deadlock)."""
 import threading
 import time
 
@@ -7,6 +8,7 @@ import pytest
 
 import graphflow as gf
 from graphflow.errors import FailedPreconditionError, InvalidArgumentError, OpError
+
 from support.threads import run_in_threads
 
 EVENTS: list[str] = []
@@ -253,3 +255,84 @@ def test_values_are_freed_after_last_use(scope):
             step.run(slots)
         live = [s for s in slots if s is not None]
         assert len(live) == 1 and live[0].tolist() == [5.0] * 4  # only the fetched value
+
+
+# -- a kernel that uses its own Session ----------------------------------------------------------
+REENTER: dict = {}
+
+
+def _reenter_kernel(ctx, x):
+    action = REENTER.get("action")
+    if action == "run":
+        REENTER["session"].run(REENTER["fetch"])
+    elif action == "callable":
+        REENTER["callable"]()
+    elif action == "close":
+        REENTER["session"].close()
+    elif action == "other session":
+        assert REENTER["other"].run(REENTER["other fetch"]) == 1.0
+    return np.array(x, copy=True)
+
+
+Reenter = gf.register_op("TestReenter", inputs=["x: T"], outputs=["y: T"],
+                         attrs={"T": gf.TypeAttr()}, stateful=True,
+                         doc="Copy of x; its kernel uses a Session on the way (tests only).")
+Reenter.kernel("cpu")(_reenter_kernel)
+
+
+def _in_thread(fn):
+    """``fn()``'s result or error, from a thread given a minute: a deadlock fails the
+    test instead of hanging the suite."""
+    out: dict = {}
+
+    def target():
+        try:
+            out["result"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            out["error"] = e
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive(), "deadlock: the run never returned"
+    return out
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("action", ["run", "callable", "close"])
+def test_a_kernel_that_reenters_its_session_gets_an_error(threads, action):
+    g = gf.Graph()
+    s = gf.Scope(g)
+    n = 1 << 17  # heavy: with 2 threads the two kernels run on the pool
+    x = s.placeholder(gf.float32, shape=[n], name="x")
+    out = s.add(s.test_reenter(x, name="a"), s.test_reenter(x, name="b"))
+    c = s.constant(1.0)
+    sess = gf.Session(g, gf.SessionConfig(inter_op_threads=threads))
+    REENTER.clear()
+    REENTER.update(session=sess, fetch=c, callable=sess.make_callable(c))
+    assert sess._plan([out], [x]).parallel == (threads > 1)
+    REENTER["action"] = action
+    result = _in_thread(lambda: sess.run(out, {x: np.ones(n, np.float32)}))
+    err = result.get("error")
+    assert isinstance(err, FailedPreconditionError), result
+    verb = "close()" if action == "close" else "run()"
+    assert f"Session.{verb} called from inside a kernel" in str(err)
+    assert err.node_name in ("a", "b") and err.op_type == "TestReenter"
+    REENTER["action"] = None
+    assert (sess.run(out, {x: np.ones(n, np.float32)}) == 2.0).all()  # still usable
+    sess.close()
+    assert sess.closed
+
+
+def test_a_kernel_may_run_another_session():
+    g = gf.Graph()
+    s = gf.Scope(g)
+    y = s.test_reenter(s.constant([1.0, 2.0]))
+    other = gf.Graph()
+    REENTER.clear()
+    REENTER.update(action="other session", other=gf.Session(other),
+                   **{"other fetch": gf.Scope(other).constant(1.0)})
+    with gf.Session(g) as sess:
+        assert _in_thread(lambda: sess.run(y))["result"].tolist() == [1.0, 2.0]
+    REENTER["other"].close()
+
+

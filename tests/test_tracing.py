@@ -1,4 +1,5 @@
-"""RunOptions(trace=True): per-node events and the Chrome trace."""
+"""RunOptions(trace=True): per-node events, the Chrome trace, and a RunMetadata that
+holds one run."""
 import json
 
 import numpy as np
@@ -74,3 +75,27 @@ def test_callable_with_accept_options_traces_and_plain_callable_refuses_keywords
             f(np.ones(2, np.float32), options=gf.RunOptions(trace=True))
         with pytest.raises(TypeError):
             sess.make_callable(z, [x])(np.ones(2, np.float32), options=gf.RunOptions(trace=True))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("via", ["run", "make_callable"])
+def test_run_metadata_holds_the_last_run_only(threads, via):
+    scope, x, z = _graph()
+    trace = gf.RunOptions(trace=True)
+    with gf.Session(scope.graph, gf.SessionConfig(inter_op_threads=threads, optimize=False)) as sess:
+        f = sess.make_callable(z, [x], accept_options=True)
+
+        def call(options=None, metadata=None):
+            if via == "run":
+                return sess.run(z, {x: [1.0, 2.0]}, options=options, run_metadata=metadata)
+            return f([1.0, 2.0], options=options, run_metadata=metadata)
+        md = gf.RunMetadata()
+        call(trace, md)
+        first = sorted(e.node for e in md.events)
+        assert {"plus_one", "square"} <= set(first) and len(first) == len(set(first))  # one run's nodes
+        call(trace, md)
+        assert sorted(e.node for e in md.events) == first  # replaced, not accumulated
+        call(None, md)
+        assert md.events == []  # an untraced run holds no events, as in TensorFlow
+
+

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import graphflow as gf
+
 from support.threads import run_in_threads
 
 NUMBER = [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8,

@@ -21,21 +21,14 @@ from hypothesis import strategies as st
 import graphflow as gf
 from graphflow.errors import OpError
 
+from support.registered_ops import package_ops
+
 ACCEPTED = (OpError, TypeError, ValueError)
 #: What one build may allocate: build-time folding keeps to about 1 MB per value.
 MAX_BUILD_BYTES = 64 << 20
 
 
-def _package_ops() -> list:
-    """The public ops graphflow itself declares (test modules register ops of their own)."""
-    def module(d) -> str:
-        fn = d.shape_function or (d.kernels[0].fn if d.kernels else None)
-        return getattr(fn, "__module__", "") or ""
-
-    return [d for d in gf.registered_ops() if module(d).startswith("graphflow.ops.")]
-
-
-OPS = {d.name: d for d in _package_ops()}
+OPS = {d.name: d for d in package_ops()}
 
 # -- junk -----------------------------------------------------------------------------------
 HUGE_INTS = [2 ** 70, -2 ** 70, 2 ** 64, 2 ** 63, 2 ** 63 - 1, -2 ** 63 - 1, 2 ** 32, 2 ** 31,
