@@ -153,30 +153,49 @@ class _Scopes:
 
 def _build_node(scopes: _Scopes, n: Node, op_def: OpDef, built: dict[str, Operation],
                 input_map: dict[tuple[str, int], Any], mapped: dict[str, Output]) -> Operation:
-    graph = scopes.graph
-    flat = []
-    for j, (src, ref) in enumerate(n.inputs):
-        flat.append(_output(graph, n, j, built[src], ref, input_map, mapped))
-    # group list inputs by their length attrs (N); without N, the lists share what the
-    # single inputs leave (TF always writes N; a hand-written GraphDef may not)
+    """Build plan node ``n`` as an op of ``op_def``; an error names the node."""
+    flat = [_output(scopes.graph, n, j, built[src], ref, input_map, mapped)
+            for j, (src, ref) in enumerate(n.inputs)]
+    args = op_def.group_inputs(flat, _arg_lengths(n, op_def, len(flat)))
+    kwargs = _user_attrs(n, op_def)
+    scope = scopes.on(n)
+    if n.controls:
+        scope = scope.with_control_dependencies(built[c] for c in n.controls)
+    try:
+        op = create_operation(scope, op_def, tuple(args), kwargs, name=n.name)
+    except OpError as e:
+        cls = type(e) if isinstance(e, (InvalidArgumentError, UnimplementedError)) \
+            else InvalidArgumentError
+        raise cls(f"Invalid GraphDef: {e.message}", e.node_name or n.name, e.op_type or n.op,
+                  detail=e.detail) from e
+    if op.name != n.name:  # pragma: no cover - names were checked unique
+        raise error(f"was imported as '{op.name}'", n.name, n.op)
+    _check_inferred_types(n, op_def, op)
+    return op
+
+
+def _arg_lengths(n: Node, op_def: OpDef, count: int) -> tuple[int, ...]:
+    """How many of the ``count`` flat inputs each declared input takes: a list input by
+    its length attr (N); without N, the lists share what the single inputs leave (TF
+    always writes N; a hand-written GraphDef may not)."""
     lengths = {}
     lists = [s.number_attr for s in op_def.inputs if s.is_list]
     for attr in set(lists):
         if attr in n.attrs:
             lengths[attr] = _expect(n, attr, "int", n.attrs[attr])
         else:
-            lengths[attr] = (len(flat) - (len(op_def.inputs) - len(lists))) // len(lists)
-    expected = sum(lengths[s.number_attr] if s.is_list else 1 for s in op_def.inputs)
-    if expected != len(flat):
-        raise error(f"op {n.op} takes {expected} inputs "
-                     f"({', '.join(str(s) for s in op_def.inputs) or 'none'}), got {len(flat)}",
+            lengths[attr] = (count - (len(op_def.inputs) - len(lists))) // len(lists)
+    per_input = tuple(lengths[s.number_attr] if s.is_list else 1 for s in op_def.inputs)
+    if sum(per_input) != count:
+        raise error(f"op {n.op} takes {sum(per_input)} inputs "
+                     f"({', '.join(str(s) for s in op_def.inputs) or 'none'}), got {count}",
                      n.name, n.op)
-    args, start = [], 0
-    for spec in op_def.inputs:
-        count = lengths[spec.number_attr] if spec.is_list else 1
-        chunk = flat[start:start + count]
-        args.append(chunk if spec.is_list else chunk[0])
-        start += count
+    return per_input
+
+
+def _user_attrs(n: Node, op_def: OpDef) -> dict[str, Any]:
+    """The attrs a user passes to the builder, read from the NodeDef's; an attr the op
+    lacks is an error unless it holds the only value graphflow implements."""
     kwargs = {}
     for key, got in n.attrs.items():
         spec = op_def.attrs.get(key)
@@ -193,25 +212,17 @@ def _build_node(scopes: _Scopes, n: Node, op_def: OpDef, built: dict[str, Operat
         value = _expect(n, key, spec.kind, got)
         if key in op_def.user_attrs:
             kwargs[key] = value
-    scope = scopes.on(n)
-    if n.controls:
-        scope = scope.with_control_dependencies(built[c] for c in n.controls)
-    try:
-        op = create_operation(scope, op_def, tuple(args), kwargs, name=n.name)
-    except OpError as e:
-        cls = type(e) if isinstance(e, (InvalidArgumentError, UnimplementedError)) \
-            else InvalidArgumentError
-        raise cls(f"Invalid GraphDef: {e.message}", e.node_name or n.name, e.op_type or n.op,
-                  detail=e.detail) from e
-    if op.name != n.name:  # pragma: no cover - names were checked unique
-        raise error(f"was imported as '{op.name}'", n.name, n.op)
+    return kwargs
+
+
+def _check_inferred_types(n: Node, op_def: OpDef, op: Operation) -> None:
+    """A type attr the NodeDef states and graphflow inferred from the inputs must agree."""
     for key in op_def.inferred_attrs:
         if key in n.attrs and op_def.attrs[key].kind == "type":
             want = _expect(n, key, "type", n.attrs[key])
             if op.attrs[key] != want:
                 raise error(f"attr {key} is {want.name} but the inputs give "
                              f"{op.attrs[key].name}", n.name, n.op)
-    return op
 
 
 _MISSING = object()
