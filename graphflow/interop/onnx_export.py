@@ -49,13 +49,33 @@ def export_onnx(graph: Graph, inputs: Sequence[Any] | None, outputs: Sequence[An
     onnx = _import_onnx()
     if not isinstance(graph, Graph):
         raise TypeError(f"export_onnx: graph must be a gf.Graph, got {type(graph).__name__}")
+    _check_opset(onnx, opset)
+    fetches = _sinks(graph) if outputs is None else _resolve(graph, outputs, "outputs")
+    feeds = _placeholders(fetches) if inputs is None else _resolve(graph, inputs, "inputs")
+    _check_feeds_and_fetches(feeds, fetches)
+    ops, waited = _needed_ops(fetches, feeds)
+    _refuse_what_onnx_cannot_express(ops, waited, feeds, session, int(opset))
+
+    em = Emitter(onnx, int(opset), _frozen_variables(ops, session))
+    _lower(em, ops, feeds)
+    _name_fetches(em, fetches)
+    model = _model(em, name, feeds, fetches, int(opset))
+    _check(onnx, model)
+    if path is not None:
+        onnx.save_model(model, os.fspath(path))
+    return model
+
+
+def _check_opset(onnx, opset: Any) -> None:
     if isinstance(opset, bool) or not isinstance(opset, (int, np.integer)) \
             or not MIN_OPSET <= opset <= onnx.defs.onnx_opset_version():
         raise InvalidArgumentError(
             f"export_onnx: opset must be an int in [{MIN_OPSET}, "
             f"{onnx.defs.onnx_opset_version()}] (this onnx's newest), got {opset!r}")
-    fetches = _sinks(graph) if outputs is None else _resolve(graph, outputs, "outputs")
-    feeds = _placeholders(fetches) if inputs is None else _resolve(graph, inputs, "inputs")
+
+
+def _check_feeds_and_fetches(feeds: list[Output], fetches: list[Output]) -> None:
+    """At least one fetch, none listed twice, and no variable handle fetched."""
     if not fetches:
         raise InvalidArgumentError("export_onnx: outputs must name at least one tensor")
     for what, values in (("inputs", feeds), ("outputs", fetches)):
@@ -68,10 +88,10 @@ def export_onnx(graph: Graph, inputs: Sequence[Any] | None, outputs: Sequence[An
         if out.op.type == "VarHandleOp" and out not in feeds:
             raise InvalidArgumentError(f"export_onnx: {out.name} is a variable's handle, not a "
                                        f"value: fetch a read of it", out.op.name, out.op.type)
-    ops, waited = _needed_ops(fetches, feeds)
-    _refuse_what_onnx_cannot_express(ops, waited, feeds, session, int(opset))
 
-    em = Emitter(onnx, int(opset), _frozen_variables(ops, session))
+
+def _lower(em: Emitter, ops: list[Operation], feeds: list[Output]) -> None:
+    """ONNX nodes for ``ops`` in order; a fed tensor is a graph input named after it."""
     for out in feeds:
         em.values[out] = em.unique(out.name)
     fed = set(feeds)
@@ -83,21 +103,28 @@ def export_onnx(graph: Graph, inputs: Sequence[Any] | None, outputs: Sequence[An
         em.end(op, names)
         for out, value in zip(op.outputs, names):
             em.values.setdefault(out, value)
-    for out in fetches:  # a fetch that is fed or renamed gets its own name
+
+
+def _name_fetches(em: Emitter, fetches: list[Output]) -> None:
+    """Each fetch's value carries its tensor name: a fetch that is fed or renamed gets an
+    Identity of its own."""
+    for out in fetches:
         if em.values[out] != out.name:
             em.nodes.append(em.h.make_node("Identity", [em.values[out]], [out.name],
                                            name=em.unique(f"{out.op.name}/output")))
+
+
+def _model(em: Emitter, name: str, feeds: list[Output], fetches: list[Output],
+           opset: int) -> Any:
+    """The ModelProto of what ``em`` emitted, keeping only the initializers in use."""
+    onnx = em.onnx
     used = {v for node in em.nodes for v in node.input} | {o.name for o in fetches} | {
         em.values[o] for o in fetches}
     initializers = [t for t in em.initializers if t.name in used]  # not attrs' Consts
-    model = em.h.make_model(
+    return em.h.make_model(
         em.h.make_graph(em.nodes, name, [_value_info(onnx, o) for o in feeds],
                         [_value_info(onnx, o) for o in fetches], initializers),
-        opset_imports=[em.h.make_opsetid("", int(opset))], producer_name="graphflow")
-    _check(onnx, model)
-    if path is not None:
-        onnx.save_model(model, os.fspath(path))
-    return model
+        opset_imports=[em.h.make_opsetid("", opset)], producer_name="graphflow")
 
 
 def _check(onnx, model) -> None:
