@@ -133,6 +133,26 @@ def _at_keeps_ties(ufunc, dtype: np.dtype) -> bool:
     return not np.signbit(out[0])
 
 
+# -- gather -------------------------------------------------------------------------------------
+def gather_rows(out2d: np.ndarray, source: np.ndarray, offsets: np.ndarray,
+                keep: np.ndarray | None) -> None:
+    """``out2d[r] = source[offsets[r]]`` for the ``[n, slice_size]`` views ``out2d`` and
+    ``source``, with ``offsets`` and ``keep`` from :func:`locate`: under IGNORE
+    (``keep`` given) a dropped tuple gives zeros, or empty strings, as TensorFlow's CPU
+    kernel."""
+    if source.dtype == object:  # strings: numpy
+        if keep is None:
+            out2d[...] = source[offsets]
+        else:
+            out2d[~keep] = b""
+            out2d[keep] = source[offsets]
+        return
+    if keep is not None:
+        kept, offsets = offsets, np.full(len(out2d), -1, np.int64)
+        offsets[keep] = kept
+    scatter_loops.gather(out2d, source, offsets, skipped=keep is not None)
+
+
 # -- lean kernels: what a plan knows before it runs (OpDef.prepare) ----------------------------
 def static_layout(dims, index_shape, update_shape, dtype: np.dtype,
                   op: str) -> tuple | None:

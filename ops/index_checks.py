@@ -105,6 +105,15 @@ def check_tensor_scatter_dims(indices: np.ndarray, updates: np.ndarray,
             f"inner {updates.ndim - outer} dimensions of updates.shape={u_s}")
 
 
+def check_tensor_scatter_inputs(tensor: np.ndarray, indices: np.ndarray,
+                                updates: np.ndarray) -> None:
+    """TensorScatter*'s (and ResourceScatterNd*'s) own checks, before the common ones."""
+    check_ranks(indices, updates)
+    if not valid_empty(tensor.size, indices.size, updates.size):
+        raise InvalidArgumentError("Indices and updates specified for empty output shape")
+    check_tensor_scatter_dims(indices, updates, tensor.shape)
+
+
 def _check_update_shape(shape: Sequence[int], indices: tuple, updates: tuple) -> None:
     """TensorFlow's ValidateScatterNdUpdateShape (a rank-1 ``indices`` counts as ``[n, 1]``)."""
     slice_dim = indices[-1] if len(indices) > 1 else 1

@@ -44,11 +44,11 @@ from graphflow.indexed_slices import IndexedSlices
 from graphflow.registry import IntAttr, StringAttr, TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
 
-from . import gpu_index, scatter_loops
-from .cpu_index import column_adder, locate, locator, over_memory_limit, row_writer, \
+from . import gpu_index
+from .cpu_index import column_adder, gather_rows, locate, locator, over_memory_limit, row_writer, \
     scatter_into, static_layout
 from .index_checks import MAX_INDEX_DEPTH, bad_index_message, check_depth, check_ranks, \
-    check_scatter_nd_dims, check_tensor_scatter_dims, index_matrix, prepare_and_validate, \
+    check_scatter_nd_dims, check_tensor_scatter_inputs, index_matrix, prepare_and_validate, \
     valid_empty
 
 BAD_INDICES_POLICIES = ("", "DEFAULT", "ERROR", "IGNORE")
@@ -118,12 +118,11 @@ def scatter_shape(ctx, indices: TensorShape, updates: TensorShape, output: Tenso
 
 
 
-def _scatter(ctx, out_shape: tuple, indices: np.ndarray, updates: np.ndarray, op: str,
-             make_output: Callable[[], np.ndarray], on_gpu: bool,
-             check_shapes: Callable[[], None], key: tuple = ()) -> np.ndarray:
-    """The common tail of the scatter kernels: validate everything, then get the output
-    buffer from ``make_output`` and update it. On a GPU a
-    bad index is skipped unless the policy is "ERROR" (TensorFlow's GPU semantics).
+# -- the scatter kernels' steps: checked shapes, then one device's locate and update ------------
+def _scatter_targets(ctx, out_shape: tuple, indices, updates,
+                     check_shapes: Callable[[], None], key: tuple = ()) -> tuple | None:
+    """``(index tuples [n, depth], the dims they index, bad-index message, update rows
+    [n, slice_size])`` of a scatter into ``out_shape``; None for an empty output.
 
     The shape checks (``check_shapes``, then TensorFlow's PrepareAndValidateInputs)
     depend on shapes only: they run when the shapes differ from the node's last
@@ -140,21 +139,39 @@ def _scatter(ctx, out_shape: tuple, indices: np.ndarray, updates: np.ndarray, op
         layout = ctx.cache["layout"] = (key, depth, slice_size, empty)
     _, depth, slice_size, empty = layout
     if empty:
-        return make_output()
+        return None
     tuples = index_matrix(indices)
-    policy = ctx.attrs["bad_indices_policy"]
     message = bad_index_message(indices, tuples, "shape", out_shape)
-    rows = updates.reshape(len(tuples), slice_size)
-    if on_gpu:
-        offsets = gpu_index.locate(ctx.xp, tuples, out_shape[:depth], policy, message,
-                                   for_kernels=True)
-        out = make_output()
-        gpu_index.scatter(ctx.xp, out, offsets, rows, op, ctx.deterministic)
-        return out
-    offsets, keep = locate(tuples, out_shape[:depth], policy, message)
+    return tuples, out_shape[:depth], message, updates.reshape(len(tuples), slice_size)
+
+
+def scatter_on_cpu(ctx, out_shape: tuple, indices: np.ndarray, updates: np.ndarray, op: str,
+                   make_output: Callable[[], np.ndarray],
+                   check_shapes: Callable[[], None], key: tuple = ()) -> np.ndarray:
+    """The common tail of the CPU scatter kernels: validate every index, then get the
+    output buffer from ``make_output`` and update it (nothing is written before)."""
+    targets = _scatter_targets(ctx, out_shape, indices, updates, check_shapes, key)
+    if targets is None:
+        return make_output()
+    tuples, dims, message, rows = targets
+    offsets, keep = locate(tuples, dims, ctx.attrs["bad_indices_policy"], message)
     out = make_output()
-    rows = rows if keep is None else rows[keep]
-    scatter_into(out, offsets, rows, op)  # overflow to inf: the runtime is quiet
+    scatter_into(out, offsets, rows if keep is None else rows[keep], op)  # overflow to inf
+    return out
+
+
+def _scatter_on_gpu(ctx, out_shape: tuple, indices, updates, op: str,
+                    make_output: Callable, check_shapes: Callable[[], None], key: tuple = ()):
+    """The common tail of the GPU scatter kernels: a bad index is skipped unless the
+    policy is "ERROR" (TensorFlow's GPU semantics)."""
+    targets = _scatter_targets(ctx, out_shape, indices, updates, check_shapes, key)
+    if targets is None:
+        return make_output()
+    tuples, dims, message, rows = targets
+    offsets = gpu_index.locate(ctx.xp, tuples, dims, ctx.attrs["bad_indices_policy"], message,
+                               for_kernels=True)
+    out = make_output()
+    gpu_index.scatter(ctx.xp, out, offsets, rows, op, ctx.deterministic)
     return out
 
 
@@ -180,44 +197,52 @@ def _scatter_nd_shape(ctx) -> TensorShape:
     return scatter_shape(ctx, ctx.shape("indices"), updates, ctx.shape_value("shape"), "input")
 
 
+def _shape_dims(shape: np.ndarray) -> tuple:
+    return tuple(shape.reshape(-1).tolist())
+
+
+def _check_scatter_nd(ctx, indices, updates, shape, dims: tuple) -> None:
+    """ScatterNd's own checks, before the common ones."""
+    check_ranks(indices, updates)
+    for d in dims:
+        if d < 0:
+            raise InvalidArgumentError(f"Dimension {d} must be >= 0")
+    if not valid_empty(shape.size, indices.size, updates.size):
+        raise InvalidArgumentError("Indices and updates specified for empty output shape")
+    check_scatter_nd_dims(indices, updates, dims)
+    if shape.ndim != 1:
+        raise InvalidArgumentError("Shape must be a vector")
+    # before the index offsets are computed in int64, which a huge shape overflows
+    ctx.check_allocation(math.prod(dims), updates.dtype)
+
+
+def _cpu_zeros(ctx, dims: tuple, dtype: np.dtype) -> np.ndarray:
+    """ScatterNd's starting output on the CPU: zeros, or empty strings."""
+    if dtype == object:
+        out = np.empty(dims, object)
+        out.fill(b"")
+        return out
+    # fresh zeros are pages the kernel zeroes on first touch: an update that touches
+    # few of them (100k slots of 10M) costs those few, not a fill of all
+    return ctx.zeros(dims, dtype)
+
+
 @ScatterNd.kernel("cpu", Tindices=KERNEL_INDEX_TYPES)
 def _scatter_nd(ctx, indices: np.ndarray, updates: np.ndarray, shape: np.ndarray) -> np.ndarray:
-    return _scatter_nd_on(ctx, indices, updates, shape, on_gpu=False)
+    dims = _shape_dims(shape)
+    return scatter_on_cpu(ctx, dims, indices, updates, "add",
+                          lambda: _cpu_zeros(ctx, dims, updates.dtype),  # size checked
+                          lambda: _check_scatter_nd(ctx, indices, updates, shape, dims),
+                          (shape.shape,))
 
 
 @ScatterNd.kernel("gpu", T=GPU_TYPES, Tindices=KERNEL_INDEX_TYPES)
 def _scatter_nd_gpu(ctx, indices, updates, shape):
-    return _scatter_nd_on(ctx, indices, updates, shape, on_gpu=True)
-
-
-def _scatter_nd_on(ctx, indices, updates, shape, on_gpu: bool):
-    dims = tuple(shape.reshape(-1).tolist())
-
-    def check_shapes() -> None:
-        check_ranks(indices, updates)
-        for d in dims:
-            if d < 0:
-                raise InvalidArgumentError(f"Dimension {d} must be >= 0")
-        if not valid_empty(shape.size, indices.size, updates.size):
-            raise InvalidArgumentError("Indices and updates specified for empty output shape")
-        check_scatter_nd_dims(indices, updates, dims)
-        if shape.ndim != 1:
-            raise InvalidArgumentError("Shape must be a vector")
-        # before the index offsets are computed in int64, which a huge shape overflows
-        ctx.check_allocation(math.prod(dims), updates.dtype)
-
-    def zeros() -> np.ndarray:  # its size was checked with the shapes
-        if on_gpu:
-            return ctx.xp.zeros(dims, updates.dtype)
-        if updates.dtype == object:
-            out = np.empty(dims, object)
-            out.fill(b"")
-            return out
-        # fresh zeros are pages the kernel zeroes on first touch: an update that touches
-        # few of them (100k slots of 10M) costs those few, not a fill of all
-        return ctx.zeros(dims, updates.dtype)
-    return _scatter(ctx, dims, indices, updates, "add", zeros, on_gpu, check_shapes,
-                    (shape.shape,))
+    dims = _shape_dims(shape)
+    return _scatter_on_gpu(ctx, dims, indices, updates, "add",
+                           lambda: ctx.xp.zeros(dims, updates.dtype),
+                           lambda: _check_scatter_nd(ctx, indices, updates, shape, dims),
+                           (shape.shape,))
 
 
 #: Below this, an output is a plain new array (the plan's buffer pool is for big ones).
@@ -232,8 +257,8 @@ def _prepare_scatter_nd(spec):
     dims = tuple(int(d) for d in shape.tolist())
     dtype = spec.dtype(1)
     layout = static_layout(dims, spec.shape(0), spec.shape(1), dtype, "add")
-    locate = layout and locator(spec, 0, dims[:layout[0]], spec.attrs)
-    if locate is None or dtype == object or over_memory_limit(spec.ctx, dims, dtype):
+    locate_indices = layout and locator(spec, 0, dims[:layout[0]], spec.attrs)
+    if locate_indices is None or dtype == object or over_memory_limit(spec.ctx, dims, dtype):
         return None
     rows_shape, slice_size = layout[1:]
     write = row_writer("add", dtype, rows_shape, slice_size)
@@ -248,7 +273,7 @@ def _prepare_scatter_nd(spec):
         return lean_column
 
     def lean(ctx, indices, updates, shape_):
-        offsets = locate(indices)
+        offsets = locate_indices(indices)
         if offsets is None:
             return _scatter_nd(ctx, indices, updates, shape_)
         out = np.zeros(dims, dtype) if small else ctx.zeros(dims, dtype)
@@ -257,10 +282,10 @@ def _prepare_scatter_nd(spec):
     return lean
 
 
-_SMALL_BYTES = 1 << 16
 # -- TensorScatterUpdate / Add / Sub / Min / Max ---------------------------------------------------
 def _tensor_scatter_op(name: str, op: str, kernel_types: tuple, index_types: tuple, doc: str):
-    """Declare one TensorScatter* op: the shared signature, shape rule and kernel."""
+    """Declare one TensorScatter* op: the shared signature, shape rule, kernels and lean
+    kernel."""
     definition = register_op(
         name,
         inputs=["tensor: T", "indices: Tindices", "updates: T"],
@@ -269,66 +294,67 @@ def _tensor_scatter_op(name: str, op: str, kernel_types: tuple, index_types: tup
                "bad_indices_policy": StringAttr("", BAD_INDICES_POLICIES)},
         doc=doc + " Writes into `tensor`'s buffer when no one else can see it, else copies.",
         aliases=("tensor_scatter_nd_" + op,))
-
-    @definition.shape_fn
-    def _shape(ctx) -> TensorShape:
-        """tensor.shape; indices.shape[-1] <= rank and updates.shape == indices.shape[:-1] + tensor.shape[indices.shape[-1]:] where known."""
-        tensor = _with_rank_at_least(ctx, ctx.shape("tensor"), 1, "tensor")
-        return scatter_shape(ctx, ctx.shape("indices"), ctx.shape("updates"), tensor, "tensor")
-
-    def run(ctx, tensor, indices, updates, on_gpu: bool):
-        def check_shapes() -> None:
-            check_ranks(indices, updates)
-            if not valid_empty(tensor.size, indices.size, updates.size):
-                raise InvalidArgumentError("Indices and updates specified for empty output shape")
-            check_tensor_scatter_dims(indices, updates, tensor.shape)
-
-        def own_buffer() -> np.ndarray:
-            out = ctx.forward_or_copy(0, tensor)
-            return out if out.flags.c_contiguous else ctx.xp.ascontiguousarray(out)
-        return _scatter(ctx, tensor.shape, indices, updates, op, own_buffer, on_gpu,
-                        check_shapes)
+    definition.shape_fn(_tensor_scatter_shape)
 
     @definition.kernel("cpu", T=kernel_types, Tindices=KERNEL_INDEX_TYPES)
     def _kernel(ctx, tensor: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> np.ndarray:
-        return run(ctx, tensor, indices, updates, on_gpu=False)
+        return scatter_on_cpu(ctx, tensor.shape, indices, updates, op,
+                              lambda: _own_buffer(ctx, tensor),
+                              lambda: check_tensor_scatter_inputs(tensor, indices, updates))
 
     @definition.kernel("gpu", T=tuple(t for t in kernel_types if not t.is_string),
                        Tindices=KERNEL_INDEX_TYPES)
     def _gpu_kernel(ctx, tensor, indices, updates):
-        return run(ctx, tensor, indices, updates, on_gpu=True)
+        return _scatter_on_gpu(ctx, tensor.shape, indices, updates, op,
+                               lambda: _own_buffer(ctx, tensor),
+                               lambda: check_tensor_scatter_inputs(tensor, indices, updates))
 
     @definition.prepare("cpu")
-    def prepare_and_validate(spec):
-        """Static shapes that pass the checks: the lean kernel only locates and writes."""
-        dims, index_shape, update_shape = spec.shape(0), spec.shape(1), spec.shape(2)
-        layout = static_layout(dims, index_shape, update_shape, spec.dtype(0), op)
-        locate = layout and locator(spec, 1, dims[:layout[0]], spec.attrs)
-        if locate is None:
-            return None
-        rows_shape, slice_size = layout[1:]
-        write = row_writer(op, spec.dtype(0), rows_shape, slice_size)
-        column = column_adder(spec, 1, dims, layout, op, spec.dtype(0))
-        if column is not None:
-            def lean_column(ctx, tensor, indices, updates):
-                out = ctx.forward_or_copy(0, tensor)
-                if column(out, indices, updates):  # checks every index, then writes
-                    return out
-                return _kernel(ctx, tensor, indices, updates)  # nothing written: its error
-            return lean_column
-
-        def lean(ctx, tensor, indices, updates):
-            offsets = locate(indices)
-            if offsets is None:  # a bad index: the full kernel reports (or skips) it
-                return _kernel(ctx, tensor, indices, updates)
-            out = ctx.forward_or_copy(0, tensor)
-            if not out.flags.c_contiguous:
-                out = np.ascontiguousarray(out)
-            write(out, offsets, updates)
-            return out
-        return lean
-
+    def _prepare(spec):
+        return _prepare_tensor_scatter(spec, op, _kernel)
     return definition
+
+
+def _tensor_scatter_shape(ctx) -> TensorShape:
+    """tensor.shape; indices.shape[-1] <= rank and updates.shape == indices.shape[:-1] + tensor.shape[indices.shape[-1]:] where known."""
+    tensor = _with_rank_at_least(ctx, ctx.shape("tensor"), 1, "tensor")
+    return scatter_shape(ctx, ctx.shape("indices"), ctx.shape("updates"), tensor, "tensor")
+
+
+def _own_buffer(ctx, tensor):
+    """``tensor``'s buffer when no one else can see it, else a copy; C-contiguous."""
+    out = ctx.forward_or_copy(0, tensor)
+    return out if out.flags.c_contiguous else ctx.xp.ascontiguousarray(out)
+
+
+def _prepare_tensor_scatter(spec, op: str, full_kernel: Callable) -> Callable | None:
+    """Static shapes that pass the checks: the lean kernel only locates and writes."""
+    dims, index_shape, update_shape = spec.shape(0), spec.shape(1), spec.shape(2)
+    layout = static_layout(dims, index_shape, update_shape, spec.dtype(0), op)
+    locate_indices = layout and locator(spec, 1, dims[:layout[0]], spec.attrs)
+    if locate_indices is None:
+        return None
+    rows_shape, slice_size = layout[1:]
+    write = row_writer(op, spec.dtype(0), rows_shape, slice_size)
+    column = column_adder(spec, 1, dims, layout, op, spec.dtype(0))
+    if column is not None:
+        def lean_column(ctx, tensor, indices, updates):
+            out = ctx.forward_or_copy(0, tensor)
+            if column(out, indices, updates):  # checks every index, then writes
+                return out
+            return full_kernel(ctx, tensor, indices, updates)  # nothing written: its error
+        return lean_column
+
+    def lean(ctx, tensor, indices, updates):
+        offsets = locate_indices(indices)
+        if offsets is None:  # a bad index: the full kernel reports (or skips) it
+            return full_kernel(ctx, tensor, indices, updates)
+        out = ctx.forward_or_copy(0, tensor)
+        if not out.flags.c_contiguous:
+            out = np.ascontiguousarray(out)
+        write(out, offsets, updates)
+        return out
+    return lean
 
 
 TensorScatterUpdate = _tensor_scatter_op(
@@ -398,14 +424,9 @@ def _gather_nd_shape(ctx) -> TensorShape:
     return params[:b].concatenate(indices[b:-1]).concatenate(params[b + depth:])
 
 
-def gather_nd(ctx, params: np.ndarray, indices: np.ndarray, policy: str,
-              out_shape: tuple | None = None, on_gpu: bool = False) -> np.ndarray:
-    """TensorFlow's DoGatherNd: the slices of ``params`` at the index tuples of ``indices``.
-
-    ``out_shape`` (same number of elements) shapes the result; it is always a
-    fresh array that owns its memory, so later kernels may write into it. On a
-    GPU a bad index gives zeros unless the policy is "ERROR".
-    """
+def _gather_layout(ctx, params, indices) -> tuple[int, int, int, tuple]:
+    """TensorFlow's DoGatherNd checks of the shapes: ``(index depth, number of tuples,
+    slice size, result shape)``, once the result's memory is checked."""
     if params.ndim < 1:
         raise InvalidArgumentError("params must be at least a vector")
     if indices.ndim < 1:
@@ -428,44 +449,59 @@ def gather_nd(ctx, params: np.ndarray, indices: np.ndarray, policy: str,
                                    f"{index_max}")
     result_shape = tuple(indices.shape[:-1]) + tuple(params.shape[depth:])
     ctx.check_allocation(math.prod(result_shape), params.dtype)
-    shape = result_shape if out_shape is None else out_shape
+    return depth, num_tuples, slice_size, result_shape
 
-    def output():  # the CPU's comes from the plan's pool, after the indices are validated
-        if on_gpu:
-            return ctx.xp.empty(shape, dtype=params.dtype)
-        if params.dtype == object:
-            return np.empty(shape, object)
-        return ctx.empty(shape, params.dtype)
-    if num_tuples == 0:
-        return output()
+
+def _gather_tuples(ctx, params, indices, depth: int) -> tuple:
+    """The index tuples ``[n, depth]`` of a gather that reads something, and the message
+    for a bad one."""
     if params.size == 0:
         raise InvalidArgumentError(f"Requested more than 0 entries, but params is empty.  "
                                    f"Params shape: {debug_string(params.shape)}")
     check_depth(depth, 0)
     tuples = index_matrix(indices)
-    message = bad_index_message(indices, tuples, "param shape", params.shape,
-                                 f", node name: {ctx.node_name}")
-    source = params.reshape(-1, slice_size)
-    if on_gpu:
-        offsets = gpu_index.locate(ctx.xp, tuples, params.shape[:depth], policy, message,
-                                   for_kernels=True)
-        out = output()
-        gpu_index.gather(ctx.xp, source, offsets, out.reshape(num_tuples, slice_size))
-        return out
+    return tuples, bad_index_message(indices, tuples, "param shape", params.shape,
+                                     f", node name: {ctx.node_name}")
+
+
+def _cpu_empty(ctx, shape: tuple, dtype: np.dtype) -> np.ndarray:
+    """A CPU gather's output: from the plan's pool (strings: a fresh object array)."""
+    return np.empty(shape, object) if dtype == object else ctx.empty(shape, dtype)
+
+
+def gather_nd(ctx, params: np.ndarray, indices: np.ndarray, policy: str,
+              out_shape: tuple | None = None) -> np.ndarray:
+    """TensorFlow's DoGatherNd on the CPU: the slices of ``params`` at the index tuples of
+    ``indices``.
+
+    ``out_shape`` (same number of elements) shapes the result; it is always a
+    fresh array that owns its memory, so later kernels may write into it. Every
+    index is validated before the output is taken from the plan's pool.
+    """
+    depth, num_tuples, slice_size, shape = _gather_layout(ctx, params, indices)
+    shape = shape if out_shape is None else out_shape
+    if num_tuples == 0:
+        return _cpu_empty(ctx, shape, params.dtype)
+    tuples, message = _gather_tuples(ctx, params, indices, depth)
     offsets, keep = locate(tuples, params.shape[:depth], policy, message)
-    out = output()
-    out2d = out.reshape(num_tuples, slice_size)
-    if params.dtype == object:  # strings: numpy
-        if keep is None:
-            out2d[...] = source[offsets]
-        else:  # IGNORE: a bad index gives empty strings, as TensorFlow's CPU kernel
-            out2d[~keep] = b""
-            out2d[keep] = source[offsets]
-        return out
-    if keep is not None:  # IGNORE: a bad index gives zeros, as TensorFlow's CPU kernel
-        kept, offsets = offsets, np.full(num_tuples, -1, np.int64)
-        offsets[keep] = kept
-    scatter_loops.gather(out2d, source, offsets, skipped=keep is not None)
+    out = _cpu_empty(ctx, shape, params.dtype)
+    gather_rows(out.reshape(num_tuples, slice_size), params.reshape(-1, slice_size), offsets,
+                keep)
+    return out
+
+
+def _gather_nd_on_gpu(ctx, params, indices, policy: str, out_shape: tuple | None = None):
+    """:func:`gather_nd` on a GPU: a bad index gives zeros unless the policy is "ERROR"."""
+    depth, num_tuples, slice_size, shape = _gather_layout(ctx, params, indices)
+    shape = shape if out_shape is None else out_shape
+    if num_tuples == 0:
+        return ctx.xp.empty(shape, dtype=params.dtype)
+    tuples, message = _gather_tuples(ctx, params, indices, depth)
+    offsets = gpu_index.locate(ctx.xp, tuples, params.shape[:depth], policy, message,
+                               for_kernels=True)
+    out = ctx.xp.empty(shape, dtype=params.dtype)
+    gpu_index.gather(ctx.xp, params.reshape(-1, slice_size), offsets,
+                     out.reshape(num_tuples, slice_size))
     return out
 
 
@@ -486,27 +522,31 @@ def _batch_index_tuples(xp, batch_shape: tuple, indices: np.ndarray,
     return xp.concatenate([grid, flat], axis=-1)
 
 
+def _with_batch_positions(xp, ctx, params, indices) -> tuple:
+    """GatherNd's index tuples and output shape (None: the gather's own) once batch_dims
+    are checked: under batch_dims b > 0, the tuples with their batch position prepended."""
+    b = ctx.attrs["batch_dims"]
+    _check_batch_dims(InvalidArgumentError, b, params.ndim, indices.ndim)
+    if b == 0:
+        return indices, None
+    tuples = _batch_index_tuples(xp, params.shape[:b], indices, b)
+    depth = tuples.shape[-1]
+    out_shape = params.shape[:b] + tuples.shape[1:-1] + params.shape[depth:] \
+        if depth <= params.ndim else None
+    return tuples, out_shape
+
+
 @GatherNd.kernel("cpu", bad_indices_policy=BAD_INDICES_POLICIES)
 def _gather_nd(ctx, params: np.ndarray, indices: np.ndarray) -> np.ndarray:
-    return _gather_nd_on(ctx, params, indices, on_gpu=False)
+    tuples, out_shape = _with_batch_positions(np, ctx, params, indices)
+    return gather_nd(ctx, params, tuples, ctx.attrs["bad_indices_policy"], out_shape)
 
 
 @GatherNd.kernel("gpu", Tparams=GPU_TYPES, Tindices=KERNEL_INDEX_TYPES,
                  bad_indices_policy=BAD_INDICES_POLICIES)
 def _gather_nd_gpu(ctx, params, indices):
-    return _gather_nd_on(ctx, params, indices, on_gpu=True)
-
-
-def _gather_nd_on(ctx, params, indices, on_gpu: bool):
-    b, policy = ctx.attrs["batch_dims"], ctx.attrs["bad_indices_policy"]
-    _check_batch_dims(InvalidArgumentError, b, params.ndim, indices.ndim)
-    if b == 0:
-        return gather_nd(ctx, params, indices, policy, on_gpu=on_gpu)
-    tuples = _batch_index_tuples(ctx.xp if on_gpu else np, params.shape[:b], indices, b)
-    depth = tuples.shape[-1]
-    out_shape = params.shape[:b] + tuples.shape[1:-1] + params.shape[depth:] \
-        if depth <= params.ndim else None
-    return gather_nd(ctx, params, tuples, policy, out_shape, on_gpu)
+    tuples, out_shape = _with_batch_positions(ctx.xp, ctx, params, indices)
+    return _gather_nd_on_gpu(ctx, params, tuples, ctx.attrs["bad_indices_policy"], out_shape)
 
 
 @GatherNd.prepare("cpu")
@@ -524,15 +564,15 @@ def _prepare_gather_nd(spec):
             or num_tuples > np.iinfo(np.int32).max:
         return None
     out_shape = tuple(index_shape[:-1]) + tuple(params_shape[depth:])
-    locate = locator(spec, 1, tuple(params_shape[:depth]), spec.attrs)
-    if locate is None or over_memory_limit(spec.ctx, out_shape, dtype):
+    locate_indices = locator(spec, 1, tuple(params_shape[:depth]), spec.attrs)
+    if locate_indices is None or over_memory_limit(spec.ctx, out_shape, dtype):
         return None
     slice_size = math.prod(params_shape[depth:])
     rows = (num_tuples, slice_size) if slice_size > 1 else (num_tuples,)
     source_shape = (-1, slice_size) if slice_size > 1 else (-1,)
 
     def lean(ctx, params, indices):
-        offsets = locate(indices)
+        offsets = locate_indices(indices)
         if offsets is None:
             return _gather_nd(ctx, params, indices)
         out = ctx.empty(out_shape, dtype)
@@ -690,9 +730,9 @@ def _scatter_winners_shape(ctx) -> TensorShape:
     return _with_rank_at_least(ctx, ctx.shape("indices"), 1, "indices")
 
 
-def _located(ctx, indices, dims: tuple, on_gpu: bool):
-    """``[n, depth]`` index tuples and their offsets into ``dims`` (-1: skipped), checked
-    as the forward scatter on this device checks them."""
+def _gradient_tuples(ctx, indices, dims: tuple) -> tuple:
+    """``[n, depth]`` index tuples into ``dims``, checked as the forward scatter checks
+    their shapes, and the message for a bad one."""
     if indices.ndim < 1:
         raise InvalidArgumentError(f"Indices shape must have rank at least one. "
                                    f"Found:{debug_string(indices.shape)}")
@@ -702,32 +742,46 @@ def _located(ctx, indices, dims: tuple, on_gpu: bool):
                                    f"= {depth} but shape {debug_string(dims)} has rank "
                                    f"{len(dims)}")
     tuples = index_matrix(indices)
-    policy = ctx.attrs["bad_indices_policy"]
-    message = bad_index_message(indices, tuples, "shape", dims)
-    if on_gpu:
-        return tuples, gpu_index.locate(ctx.xp, tuples, dims[:depth], policy, message)
-    offsets, keep = locate(tuples, dims[:depth], policy, message)
+    return tuples, bad_index_message(indices, tuples, "shape", dims)
+
+
+def _located_on_cpu(ctx, indices, dims: tuple) -> tuple:
+    """``[n, depth]`` index tuples and their offsets into ``dims`` (-1: skipped), checked
+    as the forward CPU scatter checks them."""
+    tuples, message = _gradient_tuples(ctx, indices, dims)
+    offsets, keep = locate(tuples, dims[:tuples.shape[1]], ctx.attrs["bad_indices_policy"],
+                           message)
     if keep is not None:
         kept, offsets = offsets, np.full(len(tuples), -1, np.int64)
         offsets[keep] = kept
     return tuples, offsets
 
 
+def _located_on_gpu(ctx, indices, dims: tuple) -> tuple:
+    """:func:`_located_on_cpu` as the forward GPU scatter checks them."""
+    tuples, message = _gradient_tuples(ctx, indices, dims)
+    return tuples, gpu_index.locate(ctx.xp, tuples, dims[:tuples.shape[1]],
+                                    ctx.attrs["bad_indices_policy"], message)
+
+
+def _winners(xp, indices, tuples, offsets, dims: tuple):
+    """``indices`` where a tuple is its slot's last writer, -1s elsewhere."""
+    wins = gpu_index.last_writers(xp, offsets, math.prod(dims[:tuples.shape[1]]))
+    return xp.where(wins[:, None], tuples, indices.dtype.type(-1)).reshape(indices.shape)
+
+
 @ScatterWinners.kernel("cpu")
 def _scatter_winners(ctx, indices, shape):
-    return _scatter_winners_on(ctx, indices, shape, on_gpu=False)
+    dims = _shape_dims(shape)
+    tuples, offsets = _located_on_cpu(ctx, indices, dims)
+    return _winners(np, indices, tuples, offsets, dims)
 
 
 @ScatterWinners.kernel("gpu")
 def _scatter_winners_gpu(ctx, indices, shape):
-    return _scatter_winners_on(ctx, indices, shape, on_gpu=True)
-
-
-def _scatter_winners_on(ctx, indices, shape, on_gpu: bool):
-    dims = tuple(int(d) for d in shape.reshape(-1).tolist())
-    tuples, offsets = _located(ctx, indices, dims, on_gpu)
-    wins = gpu_index.last_writers(ctx.xp, offsets, math.prod(dims[:tuples.shape[1]]))
-    return ctx.xp.where(wins[:, None], tuples, indices.dtype.type(-1)).reshape(indices.shape)
+    dims = _shape_dims(shape)
+    tuples, offsets = _located_on_gpu(ctx, indices, dims)
+    return _winners(ctx.xp, indices, tuples, offsets, dims)
 
 
 ScatterWinners.not_differentiable()
@@ -751,17 +805,18 @@ def _min_max_shares_shape(ctx) -> list:
 
 @MinMaxShares.kernel("cpu")
 def _min_max_shares(ctx, tensor, indices, updates, output):
-    return _min_max_shares_on(ctx, tensor, indices, updates, output, on_gpu=False)
+    tuples, offsets = _located_on_cpu(ctx, indices, tensor.shape)
+    return _shares(np, tensor, tuples, offsets, updates, output)
 
 
 @MinMaxShares.kernel("gpu")
 def _min_max_shares_gpu(ctx, tensor, indices, updates, output):
-    return _min_max_shares_on(ctx, tensor, indices, updates, output, on_gpu=True)
+    tuples, offsets = _located_on_gpu(ctx, indices, tensor.shape)
+    return _shares(ctx.xp, tensor, tuples, offsets, updates, output)
 
 
-def _min_max_shares_on(ctx, tensor, indices, updates, output, on_gpu: bool):
-    xp = ctx.xp
-    tuples, offsets = _located(ctx, indices, tensor.shape, on_gpu)
+def _shares(xp, tensor, tuples, offsets, updates, output) -> tuple:
+    """(tensor's share, updates' share) of ``output``, given the located updates."""
     slice_size = math.prod(tensor.shape[tuples.shape[1]:])
     current, result = tensor.reshape(-1), output.reshape(-1)
     rows = updates.reshape(len(tuples), slice_size)
@@ -822,4 +877,5 @@ BatchIndexTuples.not_differentiable()
 
 
 __all__ = ["ScatterNd", "TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub",
-           "TensorScatterMin", "TensorScatterMax", "GatherNd", "gather_nd", "scatter_shape", "BAD_INDICES_POLICIES"]
+           "TensorScatterMin", "TensorScatterMax", "GatherNd", "gather_nd", "scatter_on_cpu",
+           "scatter_shape", "BAD_INDICES_POLICIES"]

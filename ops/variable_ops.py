@@ -31,8 +31,8 @@ from graphflow.registry import ShapeAttr, StringAttr, TypeAttr, register_op
 from graphflow.runtime.resources import active_journal
 from graphflow.shapes import TensorShape, debug_string
 
-from .index_checks import check_ranks, check_tensor_scatter_dims, valid_empty
-from .scatter_ops import BAD_INDICES_POLICIES, _scatter, gather_nd, scatter_shape
+from .index_checks import check_tensor_scatter_inputs
+from .scatter_ops import BAD_INDICES_POLICIES, gather_nd, scatter_on_cpu, scatter_shape
 
 VARIABLE_TYPES = ALL_TYPES  # strings too, as TensorFlow's CPU kernels (assign, gather, scatter update)
 
@@ -271,17 +271,12 @@ def _resource_scatter_op(name: str, op: str, types, doc: str):
             value = state.initialized_value()
             state.check_dtype(updates.dtype, "update")
 
-            def check_shapes() -> None:
-                check_ranks(indices, updates)
-                if not valid_empty(value.size, indices.size, updates.size):
-                    raise InvalidArgumentError(
-                        "Indices and updates specified for empty output shape")
-                check_tensor_scatter_dims(indices, updates, value.shape)
             def stored() -> np.ndarray:  # called once every index is validated
                 if active_journal() is not None:
                     _journal_scatter(state, indices)
                 return value
-            _scatter(ctx, value.shape, indices, updates, op, stored, False, check_shapes)
+            scatter_on_cpu(ctx, value.shape, indices, updates, op, stored,
+                           lambda: check_tensor_scatter_inputs(value, indices, updates))
     return definition
 
 
