@@ -265,6 +265,7 @@ class OpDef:
     gradient_function: Callable | None = None  # or NOT_DIFFERENTIABLE
     gradient_site: str = ""                    # file:line of that declaration
     preparers: dict[str, Callable] = field(default_factory=dict)  # device type -> prepare
+    elementwise: Any = None  # its element-wise trait (ops/elementwise_table.py), if any
 
     # derived at registration
     inferred_attrs: frozenset = frozenset()

@@ -15,6 +15,7 @@ from . import variable_ops  # noqa: F401  (registration)
 from . import reduction_ops, slicing_ops  # noqa: F401  (registration)
 from . import tf_glue_ops  # noqa: F401  (registration)
 from . import check_ops  # noqa: F401  (registration)
+from . import elementwise_table, fused_elementwise, fused_ops  # noqa: F401  (registration)
 
 
 

@@ -17,37 +17,30 @@ processes. float16, complex and string data, and inputs too small to pay for a
 compile (:data:`COMPILE_MIN_ELEMENTS`), take a numpy path that computes every
 chain over all of x and selects.
 
-Results are bit for bit those of the graph as written: each step is cast back to
-the dtype (numba computes small integers in int64; the cast wraps as numpy
-does), Maximum and Minimum follow numpy's NaN and signed-zero rules (checked
-against numpy on this machine, else they stay on the numpy path), and there is
-no fastmath. A NaN comes out as a NaN, but maybe with another sign or payload:
+Results are bit for bit those of the graph as written: each step is its op's
+scalar expression (ops/elementwise_table.py, the one fused regions use: cast
+back to the dtype after each step, integers wrapping modulo 2**bits, numpy's
+Maximum and Minimum rules, else the numpy path), and there is no fastmath. A
+NaN comes out as a NaN, but maybe with another sign or payload:
 LLVM, like the C compilers numpy is built with, does not keep those through
 arithmetic (it may compute -x + 0.0 as 0.0 - x, where a NaN x keeps its sign).
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import importlib.util
-import os
-import sys
-import tempfile
 import threading
 from typing import Callable
 
 import numpy as np
 
-from graphflow.dtypes import ALL_TYPES, bool_, int32
+from graphflow.dtypes import NON_STRING_TYPES, bool_, int32
 from graphflow.errors import InvalidArgumentError
 from graphflow.registry import IntAttr, TypeAttr, op_def, register_op
 from graphflow.shapes import debug_string
 
-from . import jit
+from .elementwise_table import COMPILED_DTYPES, type_aliases
 from .intra_op import run_in_chunks
+from .jit import load_generated
 from .partition_loops import first_bad_id, readonly
-
-NON_STRING_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
 
 PartitionedSelect = register_op(
     "_PartitionedSelect",
@@ -69,36 +62,10 @@ PartitionedSelect = register_op(
 #: The scalar index of a step whose operands are both the chain value (x * x).
 SELF = -2
 
-#: How each element-wise step reads in generated code: ``{a}`` and ``{b}`` are the
-#: operands in the graph's order, ``{T}`` the numpy type the result is cast back to.
-STEP_SOURCE = {
-    "Identity": "{a}",
-    "Cast": "{T}({a})",  # to Tout, from an integer or bool: wraps as numpy's astype
-    "Neg": "{T}(-{a})",
-    "Add": "{T}({a} + {b})",
-    "Sub": "{T}({a} - {b})",
-    "Mul": "{T}({a} * {b})",
-    "RealDiv": "{T}({a} / {b})",
-    # numpy's rules: a NaN operand wins (the first of two), else the larger (smaller),
-    # else b (np.maximum(0.0, -0.0) is -0.0); checked against numpy by numpy_minmax_rule
-    "Maximum": "{a} if {a} != {a} else {b} if {b} != {b} else {a} if {a} > {b} else {b}",
-    "Minimum": "{a} if {a} != {a} else {b} if {b} != {b} else {a} if {a} < {b} else {b}",
-}
-
-#: Comparisons a pass can compute its own mask with.
-COMPARE_SOURCE = {"Equal": "{a} == {b}", "NotEqual": "{a} != {b}", "Less": "{a} < {b}",
-                  "Greater": "{a} > {b}"}
-
 #: Below this many elements the numpy path runs: compiling a pass costs 0.2-0.5 s once
 #: per machine (then a few ms to load per process), while numpy takes ~2 us per step
 #: on 16K float32 elements.
 COMPILE_MIN_ELEMENTS = 1 << 14
-
-#: dtypes the pass is compiled for: numba has no float16, and its complex division
-#: rounds differently from numpy's.
-COMPILED_TYPES = frozenset(np.dtype(t) for t in (
-    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
-    np.uint64, np.float32, np.float64))
 
 def kernel_source(programs: tuple, dtype: np.dtype, selector: str, compare=None,
                   out_dtype: np.dtype | None = None) -> str:
@@ -107,12 +74,11 @@ def kernel_source(programs: tuple, dtype: np.dtype, selector: str, compare=None,
     ``selector`` is "ids" (p = selector[i], already checked; ``branch_of[p]`` numbers
     the distinct chains), "mask" (p = selector[i], a bool) or "compare" (p = the
     comparison ``compare`` of x[i] with a scalar). A Cast step casts to ``out_dtype``."""
-    # the scalar type's own name: np.bool_, not np.bool (numpy < 2 has no np.bool)
-    T = f"np.{np.dtype(dtype).type.__name__}"
-    Tout = f"np.{np.dtype(out_dtype or dtype).type.__name__}"
+    dtype = np.dtype(dtype)
+    out_dtype = np.dtype(out_dtype or dtype)
     if selector == "ids":
         branches = list(dict.fromkeys(programs))
-        which = "branch_of[np.uint32(selector[i])]"
+        which = "branch_of[_uint32(selector[i])]"
     else:
         branches = [programs[0], programs[1]]
         if selector == "mask":
@@ -120,36 +86,39 @@ def kernel_source(programs: tuple, dtype: np.dtype, selector: str, compare=None,
         else:
             op_type, position, scalar = compare
             a, b = ("v", f"s{scalar}") if position == 0 else (f"s{scalar}", "v")
-            which = COMPARE_SOURCE[op_type].format(a=a, b=b)
+            which = op_def(op_type).elementwise.expression(np.bool_, (a, b), dtype)
     used = sorted({step[2] for chain in programs for step in chain if step[2] >= 0}
                   | ({compare[2]} if selector == "compare" else set()))
-    lines = [f"# generated by graphflow.ops.fused_ops: dtype {np.dtype(dtype).name} -> "
-             f"{np.dtype(out_dtype or dtype).name}, "
-             f"selector {selector} {compare!r}, chains {programs!r}",
-             "import numpy as np", "", "from graphflow.ops.jit import kernel", "", "",
+    lines = [f"# generated by graphflow.ops.fused_ops: dtype {dtype.name} -> "
+             f"{out_dtype.name}, selector {selector} {compare!r}, chains {programs!r}",
+             "import numpy as _np", "", "from graphflow.ops.jit import kernel", "",
+             *type_aliases([dtype, out_dtype, np.uint32]), "", "",
              "@kernel",
              "def partitioned_select(x, selector, branch_of, scalars, out, start, stop):"]
     lines += [f"    s{m} = scalars[{m}]" for m in used]
-    lines += ["    for i in range(np.uint64(start), np.uint64(stop)):", "        v = x[i]"]
+    lines += ["    for i in range(_uint64(start), _uint64(stop)):", "        v = x[i]"]
     if len(set(branches)) == 1:
-        lines += _chain_lines(branches[0], T, Tout, "        ")
+        lines += _chain_lines(branches[0], dtype, out_dtype, "        ")
     else:
         lines.append(f"        b = {which}")
         for n, chain in enumerate(branches):
             test = "else:" if n == len(branches) - 1 else \
                 f"{'if' if n == 0 else 'elif'} b == {n}:"
             lines.append(f"        {test}")
-            lines += _chain_lines(chain, T, Tout, "            ")
+            lines += _chain_lines(chain, dtype, out_dtype, "            ")
     return "\n".join(lines) + "\n"
 
 
-def _chain_lines(chain: tuple, T: str, Tout: str, indent: str) -> list[str]:
+def _chain_lines(chain: tuple, dtype: np.dtype, out_dtype: np.dtype, indent: str) -> list[str]:
+    """One line per step of ``chain``: its op's scalar expression of the chain value ``v``
+    (and scalar ``s<k>``), then the element written out."""
     lines = []
     for op_type, position, scalar in chain:
+        rule = op_def(op_type).elementwise
         s = "v" if scalar == SELF else f"s{scalar}"
-        a, b = ("v", s) if position == 0 else (s, "v")
-        code = STEP_SOURCE[op_type].format(a=a, b=b, T=Tout if op_type == "Cast" else T)
-        lines.append(f"{indent}v = {code}")
+        operands = (("v", s) if position == 0 else (s, "v"))[:rule.arity]
+        result = out_dtype if rule.kind == "cast" else dtype
+        lines.append(f"{indent}v = {rule.expression(result, operands, dtype)}")
     return lines + [f"{indent}out[i] = v"]
 
 
@@ -158,42 +127,13 @@ _compiled_lock = threading.Lock()
 
 
 def compiled_kernel(source: str) -> Callable:
-    """``partitioned_select`` of the generated ``source``, imported from a module in
-    the cache folder (written once, under its hash) so that numba's disk cache can
-    serve it to other processes; from memory, uncached, where that folder cannot be
-    written."""
+    """``partitioned_select`` of the generated ``source`` (ops/jit.py's loader: served by
+    numba's disk cache to later processes), loaded once per process."""
     with _compiled_lock:
         fn = _compiled.get(source)
-        if fn is not None:
-            return fn
-        name = "graphflow_fused_" + hashlib.sha256(source.encode()).hexdigest()[:24]
-        try:
-            module = _import_source(name, source)
-        except (OSError, RuntimeError):
-            # a cache folder that cannot be written (numba: "cannot cache function"):
-            # compile from memory
-            module = type(sys)(name)
-            uncached = source.replace("@kernel\n", "@kernel(cache=False)\n")
-            exec(compile(uncached, f"<{name}>", "exec"), module.__dict__)  # noqa: S102
-        fn = _compiled[source] = module.partitioned_select
+        if fn is None:
+            fn = _compiled[source] = load_generated(source, "partitioned_select")
         return fn
-
-
-def _import_source(name: str, source: str):
-    folder = jit.cache_dir() / "fused"
-    path = folder / f"{name}.py"
-    if not path.exists() or path.read_text() != source:
-        folder.mkdir(parents=True, exist_ok=True)
-        # a whole file or none: another process may import it at the same time
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(source)
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _error(ctx, message: str) -> InvalidArgumentError:
@@ -215,39 +155,19 @@ def _check_ids(ctx, ids, first_bad: int) -> None:
                           f"[0, {ctx.attrs['num_partitions']})")
 
 
-@functools.cache
-def numpy_minmax_rule() -> bool:
-    """Whether np.maximum and np.minimum of an array and a scalar follow the rule the
-    generated code spells out (STEP_SOURCE) on this machine, for every position in
-    the array (numpy's SIMD loops and their scalar tails)."""
-    for dtype in (np.float32, np.float64):
-        special = np.array([0.0, -0.0, np.nan, -np.nan, 1.0, -1.0, np.inf, -np.inf], dtype)
-        data = np.resize(special, 67)
-        for s in special:
-            for fn, larger in ((np.maximum, True), (np.minimum, False)):
-                for a, b, got in ((data, s, fn(data, s)), (s, data, fn(s, data))):
-                    a, b = np.broadcast_arrays(a, b)
-                    pick_a = np.isnan(a) | (~np.isnan(b) & ((a > b) if larger else (a < b)))
-                    want = np.where(pick_a, a, b)
-                    if want.tobytes() != got.tobytes():
-                        return False
-    return True
-
-
-def _compiles(data: np.ndarray, programs: tuple) -> bool:
+def _compiles(ctx, data: np.ndarray) -> bool:
     """Whether the compiled pass serves this call (else the numpy path does)."""
-    if data.dtype not in COMPILED_TYPES or data.size < COMPILE_MIN_ELEMENTS:
+    if data.dtype not in COMPILED_DTYPES or data.size < COMPILE_MIN_ELEMENTS:
         return False
-    if data.dtype.kind == "f" and any(op in ("Maximum", "Minimum") for chain in programs
-                                      for op, _, _ in chain):
-        return numpy_minmax_rule()
-    return True
+    dtypes = (data.dtype, np.dtype(ctx.attrs["Tout"].as_numpy_dtype))
+    return all(op_def(op_type).elementwise.compiles(dtypes if op_type == "Cast" else dtypes[:1])
+               for chain in ctx.attrs["program"] for op_type, _, _ in chain)
 
 
 @PartitionedSelect.kernel("cpu")
 def _partitioned_select(ctx, data, selector, scalars):
     data = np.asarray(data)
-    if not _compiles(data, ctx.attrs["program"]):
+    if not _compiles(ctx, data):
         return _select_numpy(ctx, data, selector, scalars)
     # read-only views throughout: one compiled signature for feeds and intermediates
     x = readonly(np.ascontiguousarray(data))

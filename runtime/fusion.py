@@ -12,26 +12,15 @@ originals, as every rewrite does: the user's graph is never changed.
 A region's *program* is its structure without names: the input dtypes, one
 ``(op type, dtype, operands)`` line per op, the outputs. It compiles to one numba
 loop over the elements (:meth:`Program.kernel`) that computes every op per element
-in registers, exactly as the unfused kernels would:
+in registers, exactly as the unfused kernels would: each op's scalar expression
+and the dtypes it compiles for are its element-wise trait (ops/elementwise_table.py,
+which says how results stay bit for bit numpy's and TensorFlow's).
 
-- after every op the value is cast back to the op's dtype, so that float32 rounds
-  after each op (float32 ops computed in float64 and rounded once are correctly
-  rounded for + - * /, so the result does not depend on how numba types them);
-- integer + - * and negation are computed in uint64, which wraps, then cast back:
-  small ints wrap as numpy's do (numba would compute them in int64), and int64
-  overflow is no undefined behaviour LLVM could optimize on (numba's signed
-  arithmetic is ``nsw``: ``(a + a) != 0`` became ``a != 0`` for INT64_MIN);
-- Maximum and Minimum follow numpy's NaN and signed-zero rules, found by probing
-  numpy's own loops on arrays of several lengths (:func:`minmax_rules`); a float
-  Maximum/Minimum is not fused when numpy is not consistent on this machine;
-- no fastmath; a float division by zero gives inf or NaN (``error_model="numpy"``).
-
-What is never fused (the op stays as it is and bounds the regions): an op with a
-fed output, with control inputs, or that another op waits for; stateful ops;
-string, float16 and complex dtypes (numba has no float16 arithmetic; complex
-products and quotients are not shown bit-identical with numpy's); Cast from a
-float to an integer (undefined for NaN and out-of-range values in TensorFlow: the
-Cast kernel keeps numpy's result); ops requesting a device other than the CPU.
+What is never fused (the op stays as it is and bounds the regions): an op that
+is not element-wise or whose trait says it does not fuse or does not compile for
+its dtypes and attrs (string, float16 and complex values; Cast from a float to an
+integer); an op with a fed output, with control inputs, or that another op waits
+for; stateful ops; ops requesting a device other than the CPU.
 
 A region only grows while no node outside it has read one of its values yet (in
 the graph's creation order), so the fused node can take the place of its last op
@@ -45,103 +34,47 @@ fused kernel gives a NaN there, maybe with the other payload or sign.
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.util
-import logging
 import operator
-import os
-import sys
-import tempfile
 import threading
 from dataclasses import dataclass
 from typing import Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
-import graphflow.ops.fused_elementwise  # noqa: F401  (registers _FusedElementwise)
 from graphflow.device_spec import parse_device
 from graphflow.errors import InvalidArgumentError
 from graphflow.graph import Operation, Output
-from graphflow.ops.jit import cache_dir, cache_enabled, kernel
+from graphflow.ops.elementwise_table import type_aliases
+from graphflow.ops.jit import load_generated
 from graphflow.registry import op_def
 
 from .passes import prune
-
-log = logging.getLogger("graphflow.fusion")
-
-#: The op types a region may hold, and how many inputs each reads.
-FUSIBLE = {"Add": 2, "Sub": 2, "Mul": 2, "RealDiv": 2, "Maximum": 2, "Minimum": 2, "Neg": 1,
-           "Equal": 2, "NotEqual": 2, "Less": 2, "Greater": 2, "LogicalAnd": 2,
-           "LogicalOr": 2, "LogicalNot": 1, "SelectV2": 3, "Cast": 1}
 
 #: The most ops one fused kernel computes: numba's compile time grows faster than
 #: linearly with a kernel's size (a 3000-op region took minutes), so long chains
 #: become several kernels of bounded compile time.
 MAX_REGION_OPS = 128
 
-#: dtypes whose element-wise arithmetic numba reproduces bit for bit.
-DTYPES = frozenset(np.dtype(t) for t in (
-    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
-    np.uint64, np.float32, np.float64))
-
-
-# -- numpy's Maximum/Minimum on floats ---------------------------------------------------
-@functools.cache
-def minmax_rules() -> dict[str, str | None]:
-    """For np.maximum and np.minimum on float arrays: ``"ties_second"`` when they return
-    ``a if (a > b or a is NaN) else b`` (``<`` for minimum), ``"ties_first"`` for ``>=``,
-    None when numpy agrees with neither on some length (its SIMD loops and their scalar
-    tails differ). Probed once per process, on first use."""
-    found: dict[str, str | None] = {}
-    for name, fn, cmp in (("Maximum", np.maximum, np.greater), ("Minimum", np.minimum, np.less)):
-        rules = {"ties_second": cmp, "ties_first": np.greater_equal if cmp is np.greater
-                 else np.less_equal}
-        agree = set(rules)
-        for dtype, uint in ((np.float32, np.uint32), (np.float64, np.uint64)):
-            nan = np.array(np.nan, dtype)
-            payload = (nan.view(uint) | uint(1)).view(dtype)
-            special = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, nan, -nan, payload],
-                               dtype)
-            pairs = len(special) ** 2  # every (a, b), at every offset of every length
-            a = np.resize(np.repeat(special, len(special)), 2 * pairs + 257)
-            b = np.resize(np.tile(special, len(special)), 2 * pairs + 257)
-            for n in (1, 3, 8, 17, 64, 257):
-                for start in range(0, pairs, n):
-                    x, y = a[start:start + n], b[start:start + n]
-                    for xs, ys in ((x, y), (x[:1], y), (x, y[:1])):
-                        got = fn(xs, ys).view(uint)
-                        for rule in list(agree):
-                            want = np.where(rules[rule](xs, ys) | np.isnan(xs), xs, ys)
-                            if not np.array_equal(got, np.broadcast_to(want, got.shape).view(uint)):
-                                agree.discard(rule)
-        found[name] = next(iter(sorted(agree)), None)
-    return found
-
 
 # -- choosing the ops ---------------------------------------------------------------------
 def _fusible(op: Operation, fed: Collection[Output], waited_on: set[Operation]) -> bool:
-    arity = FUSIBLE.get(op.type)
-    if arity is None or len(op.inputs) != arity or len(op.outputs) != 1:
+    rule = op.op_def.elementwise
+    if rule is None or not rule.fuses or len(op.inputs) != rule.arity or len(op.outputs) != 1:
         return False
     if op.control_inputs or op in waited_on or op.op_def.stateful or op.outputs[0] in fed:
         return False
+    if not _on_the_cpu(op):
+        return False
+    return rule.compiles([o.dtype.as_numpy_dtype for o in (*op.inputs, *op.outputs)], op.attrs)
+
+
+def _on_the_cpu(op: Operation) -> bool:
+    """Whether ``op`` asks for no device but this process's CPU."""
     try:
         spec = parse_device(op.device)
     except InvalidArgumentError:
         return False
-    if spec.device_type not in (None, "cpu") or (op.device and "/job:" in op.device):
-        return False
-    dtypes = [np.dtype(o.dtype.as_numpy_dtype) for o in (*op.inputs, *op.outputs)]
-    if any(d not in DTYPES for d in dtypes):
-        return False
-    if op.type == "Cast" and dtypes[0].kind == "f" and dtypes[1].kind in "iu":
-        return False  # undefined for NaN and out of range: left to the Cast kernel
-    if op.type == "Cast" and op.attrs.get("Truncate"):
-        return False  # rounding toward zero: the Cast kernel's bit operations
-    if op.type in ("Maximum", "Minimum") and dtypes[0].kind == "f" \
-            and minmax_rules()[op.type] is None:
-        return False
-    return True
+    return spec.device_type in (None, "cpu") and not (op.device and "/job:" in op.device)
 
 
 # -- the structure of a region ------------------------------------------------------------
@@ -179,11 +112,9 @@ class Program:
         n_in = len(self.inputs)
         xs = [f"x{k}" for k in range(n_in)]
         outs = [f"o{m}" for m in range(len(self.outputs))]
-        types = sorted({"uint64", *self.inputs, *(d for _, d, _ in self.nodes)})
         lines = ['"""A fused element-wise kernel generated by graphflow (runtime/fusion.py)."""',
                  "import numpy as _np", "from graphflow.ops.jit import kernel", ""]
-        # np.bool_, not np.bool: numpy < 2 has no np.bool
-        lines += [f"_{t} = _np.{np.dtype(t).type.__name__}" for t in types]
+        lines += type_aliases([*self.inputs, *(d for _, d, _ in self.nodes)])
         params = ", ".join(["shape" if rank else "n", *xs, *outs])
         lines += ["", "", "@kernel", f"def fused({params}):"]
         if rank:
@@ -200,8 +131,9 @@ class Program:
         names = [f"s{k}" for k in range(n_in)]
         for i, (op_type, dtype, operands) in enumerate(self.nodes):
             args = [names[r] for r in operands]
+            rule = op_def(op_type).elementwise
             body[once[n_in + i]].append(
-                f"v{i} = {_expression(op_type, dtype, args, self.dtype(operands[0]))}")
+                f"v{i} = {rule.expression(dtype, args, self.dtype(operands[0]))}")
             names.append(f"v{i}")
         for m, node in enumerate(self.outputs):
             body[once[n_in + node]].append(
@@ -220,83 +152,12 @@ class Program:
             with _COMPILE_LOCK:
                 fn = _KERNELS.get(key)
                 if fn is None:
-                    fn = _KERNELS[key] = _load(self.source(scalars, rank))
+                    fn = _KERNELS[key] = load_generated(self.source(scalars, rank), "fused")
         return fn
 
 
-#: The source of one element of each op's result; ``{t}`` rounds to the op's dtype.
-_SOURCE = {
-    "Add": "{t}({0} + {1})", "Sub": "{t}({0} - {1})", "Mul": "{t}({0} * {1})",
-    "RealDiv": "{t}({0} / {1})", "Neg": "{t}(-{0})",
-    "Equal": "{0} == {1}", "NotEqual": "{0} != {1}", "Less": "{0} < {1}", "Greater": "{0} > {1}",
-    "LogicalAnd": "{0} and {1}", "LogicalOr": "{0} or {1}", "LogicalNot": "not {0}",
-    "SelectV2": "{1} if {0} else {2}",
-}
-
-
-def _expression(op_type: str, dtype: str, a: list[str], operand_dtype: str) -> str:
-    """One node's value as a numba expression of its operands' values."""
-    t = f"_{dtype}"
-    if np.dtype(dtype).kind in "iu" and op_type in ("Add", "Sub", "Mul", "Neg"):
-        # in uint64, which wraps: numba's signed arithmetic may assume it does not
-        # overflow (LLVM's nsw), and a small int computed in int64 is truncated back
-        u = [f"_uint64({x})" for x in a]
-        if op_type == "Neg":
-            return f"{t}(_uint64(0) - {u[0]})"
-        return f"{t}({u[0]} {_ARITHMETIC[op_type]} {u[1]})"
-    if op_type in ("Maximum", "Minimum"):
-        cmp = ">" if op_type == "Maximum" else "<"
-        if np.dtype(dtype).kind != "f":
-            return f"{a[0]} if {a[0]} {cmp} {a[1]} else {a[1]}"
-        if minmax_rules()[op_type] == "ties_first":
-            cmp += "="
-        return f"{a[0]} if ({a[0]} {cmp} {a[1]} or {a[0]} != {a[0]}) else {a[1]}"
-    if op_type in _SOURCE:
-        return _SOURCE[op_type].format(*a, t=t)
-    if op_type == "Cast":
-        if dtype == "bool":
-            return a[0] if operand_dtype == "bool" else f"{a[0]} != 0"
-        return f"{t}({a[0]})"
-    raise ValueError(f"no fused expression for {op_type}")  # pragma: no cover
-
-
-_ARITHMETIC = {"Add": "+", "Sub": "-", "Mul": "*"}
 _KERNELS: dict[tuple[Program, int, int], Callable] = {}
 _COMPILE_LOCK = threading.Lock()
-
-
-def _load(source: str) -> Callable:
-    """Import ``source`` as a module under :func:`cache_dir` (named by its hash, written
-    once, so that numba's on-disk cache finds it again in the next process) and return
-    its kernel. Without a writable cache folder the module is built in memory and
-    compiled without the disk cache."""
-    digest = hashlib.sha1(source.encode()).hexdigest()[:20]
-    name = f"graphflow_fused_{digest}"
-    folder = cache_dir() / "fused"
-    path = folder / f"{name}.py"
-    try:
-        if not cache_enabled():  # GRAPHFLOW_JIT_CACHE=0: nothing is written there
-            raise OSError("the kernel cache is off")
-        if path.exists() and path.read_text() != source:  # damaged (truncated, edited)
-            log.warning("graphflow: discarding a damaged fused kernel source %s", path)
-            path.unlink()
-        if not path.exists():
-            folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                f.write(source)
-            os.replace(tmp, path)  # atomic: another process may write the same file
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module.fused
-    except OSError as e:
-        log.info("fused kernels are not cached on disk (%s): %s", folder, e)
-    namespace: dict = {"kernel": lambda f: kernel(f, cache=False)}
-    code = source.replace("from graphflow.ops.jit import kernel\n", "")
-    exec(compile(code, f"<graphflow fused {digest}>", "exec"), namespace)  # noqa: S102
-    return namespace["fused"]
 
 
 # -- regions ------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ Partition -> element-wise -> stitch. The seed pipeline
     rows  = DynamicPartition(Range(0, Size(x), 1), p, K)
     y     = DynamicStitch(rows, [f_0(parts[0]), ..., f_{K-1}(parts[K-1])])
 
-with element-wise f_k (chains of Identity/Neg, binary ops with a scalar or of the
-value with itself, and a final Cast from an integer to an integer) and
+with element-wise f_k (chains of arithmetic ops, as ops/elementwise_table.py
+declares them: unary, binary with a scalar or of the value with itself, and a
+final Cast from an integer to an integer) and
 1-D x equals ``y[i] = f_{p[i]}(x[i])``: one pass (a compiled loop on the CPU,
 ops/fused_ops.py) instead of a partition, K compactions and a scatter. With
 p = Cast(mask), the mask is used directly; with mask = x compared with a scalar
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 from typing import Collection
 
-import graphflow.ops.fused_ops  # noqa: F401  (registers _PartitionedSelect)
 from graphflow.dtypes import bool_
 from graphflow.graph import Operation, Output
 from graphflow.inference import constant_value
@@ -27,10 +27,7 @@ from graphflow.registry import op_def
 
 from .fusion import fuse_elementwise
 
-_UNARY = {"Identity", "Neg"}
-_BINARY = {"Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"}
 _STITCHES = {"DynamicStitch", "ParallelDynamicStitch"}
-_COMPARISONS = {"Equal", "NotEqual", "Less", "Greater"}
 SELF = -2  # the scalar index of a step whose operands are both the chain value (x * x)
 
 
@@ -126,7 +123,7 @@ def _selector(partitions: Output, x: Output, k: int, scalars: list[Output],
         return partitions, None
     mask = cast.inputs[0]
     compare = mask.op
-    if compare.type not in _COMPARISONS or mask in fed or compare.control_inputs:
+    if _kind(compare) != "comparison" or mask in fed or compare.control_inputs:
         return mask, None
     a, b = compare.inputs
     for position, (data, scalar) in enumerate(((a, b), (b, a))):
@@ -151,9 +148,11 @@ def _elementwise_step(value: Output, scalars: list[Output], last: bool):
         return None
     if value.dtype != op.inputs[0].dtype:
         return None
-    if op.type in _UNARY:
+    if _kind(op) != "arithmetic":
+        return None
+    if op.op_def.elementwise.arity == 1:
         return op.type, 0, -1, op.inputs[0]
-    if op.type in _BINARY:
+    if op.op_def.elementwise.arity == 2:
         a, b = op.inputs
         if a is b and a.shape.rank == 1:
             return op.type, 0, SELF, a
@@ -164,6 +163,12 @@ def _elementwise_step(value: Output, scalars: list[Output], last: bool):
             scalars.append(a)
             return op.type, 1, len(scalars) - 1, b
     return None
+
+
+def _kind(op: Operation) -> str | None:
+    """The kind of element-wise op ``op`` is (ops/elementwise_table.py), or None."""
+    rule = op.op_def.elementwise
+    return None if rule is None else rule.kind
 
 
 def _range_ops(r: Output) -> list[Operation]:
