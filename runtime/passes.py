@@ -97,50 +97,63 @@ def locate(ops: Sequence[Operation], placement: dict[Operation, Device],
     value whose device is known only at run time: each device that reads it gets a
     copy step, which passes the value through when that device already holds it."""
     fed = set(feeds)
-    slot_device: list[Device | None] = []
-
-    def new_slot(device: Device | None) -> int:
-        slot_device.append(device)
-        return len(slot_device) - 1
-
-    slot_of: dict[Output, int] = {o: new_slot(None) for o in feeds}
+    slots = _Slots(devices)
+    slot_of: dict[Output, int] = {o: slots.new(None) for o in feeds}
     feed_slots = [slot_of[o] for o in feeds]
-    junk = new_slot(None)
+    junk = slots.new(None)
     for op in ops:
         for o in op.outputs:
             if o not in fed:
-                slot_of[o] = new_slot(placement[op])
-
-    steps: list[Step] = []
-    copies: dict[tuple[int, Device], int] = {}
-    host_devices = tuple(devices)
-
-    def slot_on(src: Output, device: Device) -> int:
-        slot = slot_of[src]
-        if slot_device[slot] is device:
-            return slot
-        key = (slot, device)
-        if key not in copies:
-            copies[key] = new_slot(device)
-            source = slot_device[slot]
-            steps.append(CopyStep(device, [slot], [copies[key]], label=f"copy {src.name} -> {device.name}",
-                                  fresh=source is not None, source=source,
-                                  holders=host_devices if source is None else ()))
-        return copies[key]
-
+                slot_of[o] = slots.new(placement[op])
     for op in ops:
         device = placement[op]
-        inputs = []
-        for arg in op.grouped_inputs():
-            if isinstance(arg, list):
-                inputs.append([slot_on(subst.get(o, o), device) for o in arg])
-            else:
-                inputs.append(slot_on(subst.get(arg, arg), device))
+        inputs = [[slots.on(slot_of, subst.get(o, o), device) for o in arg]
+                  if isinstance(arg, list) else slots.on(slot_of, subst.get(arg, arg), device)
+                  for arg in op.grouped_inputs()]  # copies first, then the step reading them
         outputs = [junk if o in fed else slot_of[o] for o in op.outputs]
-        steps.append(KernelStep(device, inputs, outputs, label=op.name, op=op,
-                                fresh=op.op_def.fresh_outputs,
-                                values=[subst.get(o, o) for o in op.inputs]))
+        slots.steps.append(KernelStep(device, inputs, outputs, label=op.name, op=op,
+                                      fresh=op.op_def.fresh_outputs,
+                                      values=[subst.get(o, o) for o in op.inputs]))
+    fetch_slots, fetch_devices = _fetch_slots(fetches, slot_of, slots.device_of, devices)
+    return Layout(slots.steps, len(slots.device_of), feed_slots, fetch_slots, fetch_devices,
+                  slots.device_of, junk)
 
+
+class _Slots:
+    """The value slots of a plan as :func:`locate` hands them out: the device each
+    value lives on (None: a feed's, known at run time), and the steps so far."""
+
+    def __init__(self, devices: Sequence[Device]):
+        self.device_of: list[Device | None] = []
+        self.steps: list[Step] = []
+        self._copies: dict[tuple[int, Device], int] = {}
+        self._holders = tuple(devices)  # who may hold a fed value
+
+    def new(self, device: Device | None) -> int:
+        self.device_of.append(device)
+        return len(self.device_of) - 1
+
+    def on(self, slot_of: dict[Output, int], src: Output, device: Device) -> int:
+        """The slot of ``src`` on ``device``: its own, or that of a copy step to it (one
+        per value and device)."""
+        slot = slot_of[src]
+        if self.device_of[slot] is device:
+            return slot
+        key = (slot, device)
+        if key not in self._copies:
+            self._copies[key] = self.new(device)
+            source = self.device_of[slot]
+            self.steps.append(CopyStep(device, [slot], [self._copies[key]],
+                                       label=f"copy {src.name} -> {device.name}",
+                                       fresh=source is not None, source=source,
+                                       holders=self._holders if source is None else ()))
+        return self._copies[key]
+
+
+def _fetch_slots(fetches: Sequence, slot_of: dict[Output, int],
+                 slot_device: list[Device | None], devices: Sequence[Device]):
+    """Per fetch, its slot (None for an op fetched as a target) and the device it is
+    read from (the host for a feed's or a target's)."""
     fetch_slots: list[int | None] = []
     fetch_devices: list[Device] = []
     host = next(d for d in devices if d.device_type == "cpu")
@@ -152,8 +165,7 @@ def locate(ops: Sequence[Operation], placement: dict[Operation, Device],
         else:
             fetch_slots.append(None)
             fetch_devices.append(host)
-    return Layout(steps, len(slot_device), feed_slots, fetch_slots, fetch_devices,
-                  slot_device, junk)
+    return fetch_slots, fetch_devices
 
 
 # -- liveness -------------------------------------------------------------------------
