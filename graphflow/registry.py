@@ -83,61 +83,91 @@ class Attr:
             return cls(f"Attr '{name}' of '{op_name}' Op: {msg}")
 
         if self.kind == "type":
-            try:
-                value = as_dtype(value)
-            except TypeError as e:
-                raise bad(str(e), InvalidDTypeError) from None
-            if self.allowed is not None and value not in self.allowed:
-                raise InvalidDTypeError(
-                    f"Value for attr '{name}' of {value.name} is not in the list of allowed "
-                    f"values: {', '.join(t.name for t in self.allowed)}")
-            return value
-        if self.kind == "int":
-            value = _int64(value, bad)
-            if self.minimum is not None and value < self.minimum:
-                raise InvalidArgumentError(f"Attr '{name}' of '{op_name}' Op passed {value} less "
-                                           f"than minimum {self.minimum}.")
-            if self.maximum is not None and value > self.maximum:
-                raise InvalidArgumentError(f"Attr '{name}' of '{op_name}' Op passed {value} "
-                                           f"greater than maximum {self.maximum}.")
-        elif self.kind == "bool":
-            if not isinstance(value, (bool, np.bool_)):
-                raise bad(f"expected a bool, got {value!r}")
-            value = bool(value)
-        elif self.kind == "float":
-            if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
-                raise bad(f"expected a float, got {value!r}")
-            try:
-                value = float(value)
-            except OverflowError:
-                raise bad(f"{value} is out of range for a float") from None
-        elif self.kind == "string":
-            if isinstance(value, bytes):
-                try:
-                    value = value.decode()
-                except UnicodeDecodeError:
-                    raise bad(f"{value!r} is not valid UTF-8") from None
-            if not isinstance(value, str):
-                raise bad(f"expected a string, got {value!r}")
-        elif self.kind == "shape":
-            try:
-                value = as_shape(value)
-            except (TypeError, ValueError) as e:
-                raise bad(f"expected a shape, got {value!r}: {e}") from None
-            try:
-                check_not_too_large(value)  # TensorFlow's count, as for every op's outputs
-            except InvalidArgumentError as e:
-                raise bad(e.message) from None
-        elif self.kind == "list(int)":
-            if not isinstance(value, (list, tuple)):
-                raise bad(f"expected a list of ints, got {value!r}")
-            value = tuple(_int64(v, bad) for v in value)
-        elif self.kind == "tensor":
-            if not isinstance(value, np.ndarray):
-                raise bad(f"expected a numpy array, got {type(value).__name__}")
+            return self._coerce_type(name, value, bad)
+        coerce_kind = _COERCE_KIND.get(self.kind)
+        if coerce_kind is not None:
+            value = coerce_kind(self, name, value, op_name, bad)
         if self.allowed is not None and value not in self.allowed:
             raise bad(f"{value!r} is not one of {', '.join(map(repr, self.allowed))}")
         return value
+
+    def _coerce_type(self, name: str, value: Any, bad: Callable) -> DType:
+        try:
+            value = as_dtype(value)
+        except TypeError as e:
+            raise bad(str(e), InvalidDTypeError) from None
+        if self.allowed is not None and value not in self.allowed:
+            raise InvalidDTypeError(
+                f"Value for attr '{name}' of {value.name} is not in the list of allowed "
+                f"values: {', '.join(t.name for t in self.allowed)}")
+        return value
+
+
+# -- one coercion per attr kind: (attr, name, value, op_name, bad) -> canonical value ----------
+def _coerce_int(attr: Attr, name: str, value: Any, op_name: str, bad: Callable) -> int:
+    value = _int64(value, bad)
+    if attr.minimum is not None and value < attr.minimum:
+        raise InvalidArgumentError(f"Attr '{name}' of '{op_name}' Op passed {value} less "
+                                   f"than minimum {attr.minimum}.")
+    if attr.maximum is not None and value > attr.maximum:
+        raise InvalidArgumentError(f"Attr '{name}' of '{op_name}' Op passed {value} "
+                                   f"greater than maximum {attr.maximum}.")
+    return value
+
+
+def _coerce_bool(attr: Attr, name: str, value: Any, op_name: str, bad: Callable) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise bad(f"expected a bool, got {value!r}")
+    return bool(value)
+
+
+def _coerce_float(attr: Attr, name: str, value: Any, op_name: str, bad: Callable) -> float:
+    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
+        raise bad(f"expected a float, got {value!r}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise bad(f"{value} is out of range for a float") from None
+
+
+def _coerce_string(attr: Attr, name: str, value: Any, op_name: str, bad: Callable) -> str:
+    if isinstance(value, bytes):
+        try:
+            value = value.decode()
+        except UnicodeDecodeError:
+            raise bad(f"{value!r} is not valid UTF-8") from None
+    if not isinstance(value, str):
+        raise bad(f"expected a string, got {value!r}")
+    return value
+
+
+def _coerce_shape(attr: Attr, name: str, value: Any, op_name: str, bad: Callable) -> TensorShape:
+    try:
+        value = as_shape(value)
+    except (TypeError, ValueError) as e:
+        raise bad(f"expected a shape, got {value!r}: {e}") from None
+    try:
+        check_not_too_large(value)  # TensorFlow's count, as for every op's outputs
+    except InvalidArgumentError as e:
+        raise bad(e.message) from None
+    return value
+
+
+def _coerce_int_list(attr: Attr, name: str, value: Any, op_name: str, bad: Callable) -> tuple:
+    if not isinstance(value, (list, tuple)):
+        raise bad(f"expected a list of ints, got {value!r}")
+    return tuple(_int64(v, bad) for v in value)
+
+
+def _coerce_tensor(attr: Attr, name: str, value: Any, op_name: str, bad: Callable) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        raise bad(f"expected a numpy array, got {type(value).__name__}")
+    return value
+
+
+_COERCE_KIND: dict[str, Callable] = {
+    "int": _coerce_int, "bool": _coerce_bool, "float": _coerce_float, "string": _coerce_string,
+    "shape": _coerce_shape, "list(int)": _coerce_int_list, "tensor": _coerce_tensor}
 
 
 INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
