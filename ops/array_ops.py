@@ -13,6 +13,8 @@ from graphflow.registry import BoolAttr, IntAttr, IntListAttr, ShapeAttr, Tensor
     register_op
 from graphflow.shapes import TensorShape, debug_string
 
+from .shape_rules import same_shape_as
+
 NON_STRING_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
 INT32_MAX = 2 ** 31 - 1
 INT64_MAX = 2 ** 63 - 1
@@ -75,10 +77,7 @@ Identity = register_op("Identity", inputs=["input: T"], outputs=["output: T"],
                        doc="The input, unchanged (no copy).")
 
 
-@Identity.shape_fn
-def _identity_shape(ctx):
-    """same as `input`."""
-    return ctx.shape("input")
+Identity.shape_fn(same_shape_as("input"))
 
 
 @Identity.kernel("cpu")
@@ -341,10 +340,7 @@ Cast = register_op("Cast", inputs=["x: SrcT"], outputs=["y: DstT"],
                        "round to nearest, or toward zero with Truncate=True.")
 
 
-@Cast.shape_fn
-def _cast_shape(ctx):
-    """same as `x`."""
-    return ctx.shape("x")
+Cast.shape_fn(same_shape_as("x"))
 
 
 @Cast.kernel("cpu", SrcT=NON_STRING_TYPES, DstT=NON_STRING_TYPES)
@@ -433,11 +429,8 @@ OnesLike = register_op("OnesLike", inputs=["x: T"], outputs=["y: T"],
                        doc="Ones (True) of the shape and dtype of `x`.")
 
 
-@ZerosLike.shape_fn
-@OnesLike.shape_fn
-def _like_shape(ctx):
-    """same as `x`."""
-    return ctx.shape("x")
+ZerosLike.shape_fn(same_shape_as("x"))
+OnesLike.shape_fn(same_shape_as("x"))
 
 
 @ZerosLike.kernel("cpu")
@@ -731,7 +724,7 @@ for _op in (Const, Placeholder, NoOp, Shape, Size, Rank, Range, ZerosLike, OnesL
 StopGradient = register_op(
     "StopGradient", inputs=["input: T"], outputs=["output: T"], attrs={"T": TypeAttr()},
     fresh_outputs=False, doc="The input, unchanged (no copy); no gradient flows through it.")
-StopGradient.shape_fn(_identity_shape)
+StopGradient.shape_fn(same_shape_as("input"))
 StopGradient.kernel("cpu")(_identity)
 StopGradient.kernel("gpu", T=NON_STRING_TYPES)(_identity)
 StopGradient.not_differentiable()

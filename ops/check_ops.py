@@ -15,6 +15,8 @@ from graphflow.errors import InvalidArgumentError
 from graphflow.registry import StringAttr, TypeAttr, register_op
 from graphflow.shapes import debug_string
 
+from .shape_rules import same_shape_as
+
 AssertEqual = register_op(
     "_AssertEqual", inputs=["value: T", "x: Tcheck", "y: Tcheck"], outputs=["output: T"],
     attrs={"T": TypeAttr(), "Tcheck": TypeAttr(), "message": StringAttr()},
@@ -23,10 +25,7 @@ AssertEqual = register_op(
         "with `message` ({x}, {y}: the values).")
 
 
-@AssertEqual.shape_fn
-def _assert_equal_shape(ctx):
-    """same as `value`."""
-    return ctx.shape("value")
+AssertEqual.shape_fn(same_shape_as("value"))
 
 
 def _text(a: np.ndarray) -> str:

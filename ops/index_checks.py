@@ -67,16 +67,25 @@ def check_ranks(indices: np.ndarray, updates: np.ndarray) -> None:
                                        f"Found:{debug_string(value.shape)}")
 
 
+def _update_mismatch(indices: np.ndarray, updates: np.ndarray,
+                     shape: Sequence[int]) -> tuple[bool, bool, bool]:
+    """How ``updates.shape`` fails ``indices.shape[:-1] + shape[depth:]``: (outer dims
+    differ, inner rank differs, inner dims differ)."""
+    outer, depth = indices.ndim - 1, indices.shape[-1]
+    return (updates.shape[:outer] != indices.shape[:outer],
+            updates.ndim - outer != len(shape) - depth,
+            tuple(updates.shape[outer:]) != tuple(shape[depth:]))
+
+
 def check_scatter_nd_dims(indices: np.ndarray, updates: np.ndarray,
                           shape: Sequence[int]) -> None:
     """ScatterNd's check that updates.shape == indices.shape[:-1] + shape[depth:]."""
-    outer, depth = indices.ndim - 1, indices.shape[-1]
-    if updates.shape[:outer] == indices.shape[:outer] and \
-            updates.ndim - outer == len(shape) - depth and \
-            tuple(updates.shape[outer:]) == tuple(shape[depth:]):
+    outer_differs, _, inner_differs = _update_mismatch(indices, updates, shape)
+    if not (outer_differs or inner_differs):
         return
+    outer, depth = indices.ndim - 1, indices.shape[-1]
     i_s, u_s, s_s = (debug_string(s) for s in (indices.shape, updates.shape, shape))
-    if updates.shape[:outer] != indices.shape[:outer]:
+    if outer_differs:
         raise InvalidArgumentError(f"Dimensions [0,{outer}) of indices[shape={i_s}] must match "
                                    f"dimensions [0,{outer}) of updates[shape={u_s}]")
     raise InvalidArgumentError(
@@ -87,19 +96,18 @@ def check_scatter_nd_dims(indices: np.ndarray, updates: np.ndarray,
 def check_tensor_scatter_dims(indices: np.ndarray, updates: np.ndarray,
                               shape: Sequence[int]) -> None:
     """TensorScatter*'s check that updates.shape == indices.shape[:-1] + shape[depth:]."""
-    outer, depth = indices.ndim - 1, indices.shape[-1]
-    if updates.shape[:outer] == indices.shape[:outer] and \
-            updates.ndim - outer == len(shape) - depth and \
-            tuple(updates.shape[outer:]) == tuple(shape[depth:]):
+    outer_differs, rank_differs, inner_differs = _update_mismatch(indices, updates, shape)
+    if not (outer_differs or rank_differs or inner_differs):
         return
+    outer, depth = indices.ndim - 1, indices.shape[-1]
     i_s, u_s, s_s = (debug_string(s) for s in (indices.shape, updates.shape, shape))
-    if updates.shape[:outer] != indices.shape[:outer]:
+    if outer_differs:
         raise InvalidArgumentError(f"Outer dimensions of indices and update must match. "
                                    f"Indices shape: {i_s}, updates shape:{u_s}")
-    if updates.ndim - outer != len(shape) - depth:
+    if rank_differs:
         raise InvalidArgumentError(f"Inner dimensions of output shape must match inner "
                                    f"dimensions of updates shape. Output: {s_s} updates: {u_s}")
-    if tuple(updates.shape[outer:]) != tuple(shape[depth:]):
+    if inner_differs:
         raise InvalidArgumentError(
             f"The inner {len(shape) - depth} dimensions of output.shape={s_s} must match the "
             f"inner {updates.ndim - outer} dimensions of updates.shape={u_s}")

@@ -13,6 +13,7 @@ from graphflow.registry import TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
 
 from . import gpu_math
+from .shape_rules import same_shape_as
 
 SIGNED_NUMBER_TYPES = tuple(t for t in NUMBER_TYPES if not t.is_unsigned)
 
@@ -129,20 +130,22 @@ NotEqual = _binary("NotEqual", np.not_equal, ALL_TYPES, "x != y element-wise.", 
 Less = _binary("Less", np.less, REAL_NUMBER_TYPES, "x < y element-wise.", out="bool")
 Greater = _binary("Greater", np.greater, REAL_NUMBER_TYPES, "x > y element-wise.", out="bool")
 
-Neg = register_op("Neg", inputs=["x: T"], outputs=["y: T"], attrs={"T": TypeAttr(SIGNED_NUMBER_TYPES)},
-                  aliases=("negative",), doc="-x.")
+
+def _unary(name: str, fn, doc: str, dtype: str = "T", attrs=None, aliases=()):
+    """Declare an element-wise op of one input, ``y = fn(x)``, on every device."""
+    op = register_op(name, inputs=[f"x: {dtype}"], outputs=[f"y: {dtype}"], attrs=attrs,
+                     aliases=aliases, doc=doc)
+    op.shape_fn(same_shape_as("x"))
+
+    @op.kernel("cpu")
+    @op.kernel("gpu")
+    def _kernel(ctx, x, _fn=fn):
+        return _fn(x)
+    return op
 
 
-@Neg.shape_fn
-def _neg_shape(ctx):
-    """same as `x`."""
-    return ctx.shape("x")
-
-
-@Neg.kernel("cpu")
-@Neg.kernel("gpu")
-def _neg(ctx, x):
-    return np.negative(x)
+Neg = _unary("Neg", np.negative, "-x.", attrs={"T": TypeAttr(SIGNED_NUMBER_TYPES)},
+             aliases=("negative",))
 
 
 def _logical(name: str, fn, doc: str):
@@ -165,19 +168,7 @@ def _logical(name: str, fn, doc: str):
 
 LogicalAnd = _logical("LogicalAnd", np.logical_and, "x AND y element-wise.")
 LogicalOr = _logical("LogicalOr", np.logical_or, "x OR y element-wise.")
-LogicalNot = register_op("LogicalNot", inputs=["x: bool"], outputs=["y: bool"], doc="NOT x.")
-
-
-@LogicalNot.shape_fn
-def _not_shape(ctx):
-    """same as `x`."""
-    return ctx.shape("x")
-
-
-@LogicalNot.kernel("cpu")
-@LogicalNot.kernel("gpu")
-def _logical_not(ctx, x):
-    return np.logical_not(x)
+LogicalNot = _unary("LogicalNot", np.logical_not, "NOT x.", dtype="bool")
 
 
 SelectV2 = register_op("SelectV2", inputs=["condition: bool", "t: T", "e: T"],
@@ -310,10 +301,7 @@ Conj = register_op(
         "this op takes every number type, so that gradient rules may call it on any.")
 
 
-@Conj.shape_fn
-def _conj_shape(ctx):
-    """same as `input`."""
-    return ctx.shape("input")
+Conj.shape_fn(same_shape_as("input"))
 
 
 @Conj.kernel("cpu")
