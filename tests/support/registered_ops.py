@@ -2,7 +2,11 @@
 run over every op (test modules register ops of their own, which are left out)."""
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 import graphflow as gf
+import graphflow.ops
 
 
 def _declared_in(definition) -> str:
@@ -13,8 +17,10 @@ def _declared_in(definition) -> str:
 
 def package_ops(include_internal: bool = False) -> list:
     """graphflow's own OpDefs (from graphflow.ops), by name; the internal ones (a name
-    starting with '_', which no user builds) only when asked for."""
-    return sorted((d for d in gf.registered_ops()
-                   if _declared_in(d).startswith("graphflow.ops.")
-                   and (include_internal or not d.name.startswith("_"))),
+    starting with '_', which no user builds) only when asked for. Every module of
+    graphflow.ops is imported first: some declare their ops only when first used."""
+    for module in pkgutil.iter_modules(graphflow.ops.__path__):
+        importlib.import_module(f"graphflow.ops.{module.name}")
+    return sorted((d for d in gf.registered_ops(include_internal)
+                   if _declared_in(d).startswith("graphflow.ops.")),
                   key=lambda d: d.name)
