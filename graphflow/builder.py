@@ -112,69 +112,78 @@ def _input_shapes(groups: list | None) -> str | None:
 
 def _resolve_inputs(scope: "Scope", op_def: OpDef, node_name: str, values: dict,
                     attrs: dict) -> list:
-    """Turn input values into Outputs, binding type and length attrs on the way."""
-    graph = scope.graph
-    operands: dict[str, Any] = {}
-    # 1. Outputs bind the type attrs; raw values wait until then.
-    for spec in op_def.inputs:
-        value = values[spec.name]
-        if spec.is_list:
-            if isinstance(value, (Output,)) or as_operand(value) is not None \
-                    or not isinstance(value, (list, tuple)):
+    """Turn input values into Outputs, binding type and length attrs on the way: the
+    Outputs given bind the type attrs first, then the raw values become Consts."""
+    operands = {spec.name: _bind_operands(scope, op_def, spec, values[spec.name], attrs)
+                for spec in op_def.inputs}
+    return [_input_group(scope, op_def, spec, operands[spec.name], attrs,
+                         f"{node_name}/{spec.name}") for spec in op_def.inputs]
+
+
+def _bind_operands(scope: "Scope", op_def: OpDef, spec, value: Any, attrs: dict) -> list:
+    """The items of one input (the Outputs behind Operands, raw values as they are);
+    the Outputs among them bind the spec's type attr."""
+    if spec.is_list:
+        if isinstance(value, (Output,)) or as_operand(value) is not None \
+                or not isinstance(value, (list, tuple)):
+            raise InvalidArgumentError(
+                f"Expected list for '{spec.name}' argument to '{op_def.name}' Op, "
+                f"not {value!r}.")
+        items = [_operand_or_value(v, scope) for v in value]
+        _check_list_type(op_def, spec, items)
+    else:
+        items = [_operand_or_value(value, scope)]
+    for item in items:
+        if isinstance(item, Output):
+            if item.graph is not scope.graph:
                 raise InvalidArgumentError(
-                    f"Expected list for '{spec.name}' argument to '{op_def.name}' Op, "
-                    f"not {value!r}.")
-            items = [_operand_or_value(v, scope) for v in value]
-        else:
-            items = [_operand_or_value(value, scope)]
-        operands[spec.name] = items
-        if spec.is_list:
-            _check_list_type(op_def, spec, items)
-        for item in items:
-            if isinstance(item, Output):
-                if item.graph is not graph:
-                    raise InvalidArgumentError(
-                        f"Input '{spec.name}' of '{op_def.name}' Op ({item.name}) must be from "
-                        f"the same graph as the op")
+                    f"Input '{spec.name}' of '{op_def.name}' Op ({item.name}) must be from "
+                    f"the same graph as the op")
+            _bind_type(op_def, spec, item.dtype, attrs)
+    return items
+
+
+def _input_group(scope: "Scope", op_def: OpDef, spec, operands: list, attrs: dict,
+                 name: str):
+    """One input as the node takes it (an Output, or a list of them), binding a list's
+    length attr. Raw values become Consts of the bound dtype, else of the attr's default
+    dtype if they convert to it exactly (a non-empty numpy value keeps its own), else of
+    their natural one; nested lists holding Outputs become Packs. The raw items of a
+    list whose type is still unbound each take their own dtype, and must agree
+    (TensorFlow's rule); a list item that does not convert is reported with the types
+    of the whole list, as TensorFlow reports it."""
+    items = []
+    unbound_list = spec.is_list and spec.dtype is None and spec.type_attr not in attrs
+    for item in operands:
+        if not isinstance(item, Output):
+            try:
+                item = _raw_input(scope, op_def, spec, item, attrs, name)
+            except InvalidDTypeError:
+                if not spec.is_list:
+                    raise
+                raise _list_types_error(op_def, spec, operands) from None
+            if not unbound_list:
                 _bind_type(op_def, spec, item.dtype, attrs)
-    # 2. Raw values become Consts of the bound dtype, else of the attr's default dtype if
-    #    they convert to it exactly (a non-empty numpy value keeps its own), else of
-    #    their natural one; nested lists holding Outputs become Packs. The raw items of
-    #    a list whose type is still unbound each take their own dtype, and must agree
-    #    (TensorFlow's rule); a list item that does not convert is reported with the
-    #    types of the whole list, as TensorFlow reports it.
-    groups = []
-    for spec in op_def.inputs:
-        items = []
-        unbound_list = spec.is_list and spec.dtype is None and spec.type_attr not in attrs
-        for item in operands[spec.name]:
-            if not isinstance(item, Output):
-                try:
-                    item = _raw_input(scope, op_def, spec, item, attrs,
-                                      f"{node_name}/{spec.name}")
-                except InvalidDTypeError:
-                    if not spec.is_list:
-                        raise
-                    raise _list_types_error(op_def, spec, operands[spec.name]) from None
-                if not unbound_list:
-                    _bind_type(op_def, spec, item.dtype, attrs)
-            items.append(item)
-        if unbound_list and items:
-            _check_list_type(op_def, spec, items)
-            _bind_type(op_def, spec, items[0].dtype, attrs)
-        if spec.is_list:
-            known = attrs.get(spec.number_attr)
-            if known is not None and known != len(items):
-                first = next(s.name for s in op_def.inputs if s.number_attr == spec.number_attr)
-                raise InvalidArgumentError(
-                    f"List argument '{spec.name}' to '{op_def.name}' Op with length {len(items)} "
-                    f"must match length {known} of argument '{first}'.")
-            n_attr = op_def.attrs[spec.number_attr]
-            attrs[spec.number_attr] = n_attr.coerce(spec.number_attr, len(items), op_def.name)
-            groups.append(items)
-        else:
-            groups.append(items[0])
-    return groups
+        items.append(item)
+    if not spec.is_list:
+        return items[0]
+    if unbound_list and items:
+        _check_list_type(op_def, spec, items)
+        _bind_type(op_def, spec, items[0].dtype, attrs)
+    _bind_length(op_def, spec, len(items), attrs)
+    return items
+
+
+def _bind_length(op_def: OpDef, spec, length: int, attrs: dict) -> None:
+    """A list input's length binds its number attr (or must match it)."""
+    known = attrs.get(spec.number_attr)
+    if known is not None and known != length:
+        first = next(s.name for s in op_def.inputs if s.number_attr == spec.number_attr)
+        raise InvalidArgumentError(
+            f"List argument '{spec.name}' to '{op_def.name}' Op with length {length} "
+            f"must match length {known} of argument '{first}'.")
+    n_attr = op_def.attrs[spec.number_attr]
+    attrs[spec.number_attr] = n_attr.coerce(spec.number_attr, length, op_def.name)
 
 
 def _operand_or_value(value: Any, scope: "Scope") -> Any:
@@ -369,17 +378,14 @@ MAX_OUTPUTS_PER_NODE = 1 << 16
 
 
 def _output_types(op_def: OpDef, attrs: dict) -> tuple[list[DType], list[int]]:
-    dtypes, counts = [], []
-    total = sum(attrs[s.number_attr] if s.is_list else 1 for s in op_def.outputs)
-    if total > MAX_OUTPUTS_PER_NODE:
+    counts = op_def.output_counts(attrs)
+    if sum(counts) > MAX_OUTPUTS_PER_NODE:
         raise InvalidArgumentError(
-            f"{op_def.name} would have {total} outputs; a node has at most "
+            f"{op_def.name} would have {sum(counts)} outputs; a node has at most "
             f"{MAX_OUTPUTS_PER_NODE}")
-    for spec in op_def.outputs:
-        n = attrs[spec.number_attr] if spec.is_list else 1
-        dtype = spec.dtype or attrs[spec.type_attr]
-        dtypes.extend([dtype] * n)
-        counts.append(n)
+    dtypes = []
+    for spec, n in zip(op_def.outputs, counts):
+        dtypes.extend([spec.dtype or attrs[spec.type_attr]] * n)
     return dtypes, counts
 
 
