@@ -28,6 +28,7 @@ from .graph import Graph, Operation, Output
 from .indexed_slices import IndexedSlices, concat_slices
 from .registry import NOT_DIFFERENTIABLE
 from .scope import Scope
+from .traversal import reachable
 from .variables import Variable
 
 #: The dtypes gradients flow through (TensorFlow's ``_IsTrainable``).
@@ -245,21 +246,9 @@ def _ops_between(graph: Graph, from_ops: list[Operation], to_ops: list[Operation
     for op in graph.operations():
         for t in op.inputs:
             consumers[t.op].append(op)
-    reached, stack = set(), list(from_ops)
-    while stack:
-        op = stack.pop()
-        if op in reached:
-            continue
-        reached.add(op)
-        stack.extend(consumers[op])
-    between, stack = set(), [op for op in to_ops if op in reached]
-    while stack:
-        op = stack.pop()
-        if op in between:
-            continue
-        between.add(op)
-        stack.extend(t.op for t in op.inputs if t.op in reached and t not in held)
-    return between
+    reached = reachable(from_ops, consumers.__getitem__)
+    return reachable([op for op in to_ops if op in reached],
+                     lambda op: (t.op for t in op.inputs if t.op in reached and t not in held))
 
 
 def _check_every_y_reaches_an_x(graph: Graph, ys: list[Output], xs: list[Output],

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import heapq
 import json
 import math
 import os
@@ -46,6 +45,7 @@ from .errors import InvalidArgumentError, OpError
 from .graph import _VALID_OP_NAME, Graph, Operation
 from .registry import Attr, OpDef, registered_ops
 from .shapes import TensorShape
+from .traversal import stable_topological_order
 
 if TYPE_CHECKING:  # pragma: no cover
     from .scope import Scope
@@ -448,27 +448,14 @@ def _b64(text: str) -> bytes:
 def _topological(nodes: list[_Node]) -> list[_Node]:
     """Nodes ordered so that each comes after its inputs, otherwise in file order;
     a cycle is an error."""
-    deps = {n.name: {s for s, _ in n.inputs} | set(n.control_inputs) for n in nodes}
-    waiting = {name: len(d) for name, d in deps.items()}
-    consumers: dict[str, list[_Node]] = {n.name: [] for n in nodes}
-    for n in nodes:
-        for src in deps[n.name]:
-            consumers[src].append(n)
-    ready = [n.index for n in nodes if not waiting[n.name]]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        node = nodes[heapq.heappop(ready)]
-        order.append(node)
-        for c in consumers[node.name]:
-            waiting[c.name] -= 1
-            if not waiting[c.name]:
-                heapq.heappush(ready, c.index)
-    if len(order) != len(nodes):
-        stuck = next(n for n in nodes if waiting[n.name])
+    order, left_out = stable_topological_order(
+        [n.name for n in nodes],
+        {n.name: {s for s, _ in n.inputs} | set(n.control_inputs) for n in nodes})
+    if left_out:
+        stuck = next(n for n in nodes if n.name in left_out)
         raise _error(f"nodes[{stuck.index}].inputs", "the graph has a cycle through this node",
                      stuck.name, stuck.op_def.name)
-    return order
+    return [nodes[i] for i in order]
 
 
 # -- reading: building ---------------------------------------------------------------

@@ -14,6 +14,7 @@ import numpy as np
 
 from graphflow.errors import InvalidArgumentError, UnimplementedError
 from graphflow.graph import Graph, Operation, Output
+from graphflow.traversal import reachable
 
 from .onnx_lowering import CHECKS, LOWERINGS, Emitter, elem_type
 
@@ -181,19 +182,12 @@ def _needed_ops(fetches: list[Output], feeds: list[Output]) -> tuple[list, list]
     through control dependencies (dropped, unless they update state: refused)."""
     fed = set(feeds)
 
-    def closure(roots, follow_control: bool) -> set:
-        found, stack = set(), list(roots)
-        while stack:
-            op = stack.pop()
-            if op in found:
-                continue
-            found.add(op)
-            stack.extend(i.op for i in op.inputs if i not in fed)
-            if follow_control:
-                stack.extend(op.control_inputs)
-        return found
-    data = closure([o.op for o in fetches if o not in fed], False)
-    waited = closure([c for op in data for c in op.control_inputs], True) - data
+    def producers(op: Operation) -> list[Operation]:
+        return [i.op for i in op.inputs if i not in fed]
+
+    data = reachable([o.op for o in fetches if o not in fed], producers)
+    waited = reachable([c for op in data for c in op.control_inputs],
+                       lambda op: producers(op) + list(op.control_inputs)) - data
     order = lambda ops: sorted(ops, key=lambda op: op.position)  # noqa: E731
     return order(data), order(waited)
 

@@ -9,7 +9,6 @@ are decoded to ``(kind, value)`` only for the nodes graphflow can build.
 """
 from __future__ import annotations
 
-import heapq
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -18,6 +17,7 @@ from .. import dtypes as _dt
 from ..errors import InvalidArgumentError, OpError, UnimplementedError
 from ..graph import _VALID_OP_NAME
 from ..registry import registered_ops
+from ..traversal import stable_topological_order
 from . import tf_proto as tp
 
 #: TensorFlow op types imported as a graphflow op of another name (same semantics).
@@ -320,36 +320,23 @@ def _function_results(body: _Body, f: Any) -> list:
 def topological(nodes: list[Node], by_name: dict[str, Node]) -> list[Node]:
     """Inputs before consumers, otherwise in file order; a cycle is an error naming a node
     on it."""
-    index = {n.name: i for i, n in enumerate(nodes)}
-    waiting = {n.name: len({s for s, _ in n.inputs} | set(n.controls)) for n in nodes}
-    consumers: dict[str, list[str]] = {n.name: [] for n in nodes}
-    for n in nodes:
-        for src in {s for s, _ in n.inputs} | set(n.controls):
-            consumers[src].append(n.name)
-    ready = [index[n.name] for n in nodes if not waiting[n.name]]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        n = nodes[heapq.heappop(ready)]
-        order.append(n)
-        for c in consumers[n.name]:
-            waiting[c] -= 1
-            if not waiting[c]:
-                heapq.heappush(ready, index[c])
-    if len(order) != len(nodes):
-        stuck = _on_cycle(nodes, by_name, waiting)
+    order, left_out = stable_topological_order(
+        [n.name for n in nodes], {n.name: {s for s, _ in n.inputs} | set(n.controls)
+                                  for n in nodes})
+    if left_out:
+        stuck = _on_cycle(nodes, by_name, left_out)
         raise error("the graph has a cycle through this node (graphflow imports acyclic "
                      "graphs: no control flow loops)", stuck.name, stuck.op)
-    return order
+    return [nodes[i] for i in order]
 
 
-def _on_cycle(nodes, by_name, waiting) -> Node:
+def _on_cycle(nodes: list[Node], by_name: dict[str, Node], left_out: set[str]) -> Node:
     """A node on a cycle (not merely downstream of one): walk inputs from a stuck node."""
-    n = next(n for n in nodes if waiting[n.name])
+    n = next(n for n in nodes if n.name in left_out)
     seen: list[str] = []
     while n.name not in seen:
         seen.append(n.name)
-        n = next(by_name[s] for s in [s for s, _ in n.inputs] + n.controls if waiting[s])
+        n = next(by_name[s] for s in [s for s, _ in n.inputs] + n.controls if s in left_out)
     return n
 
 
