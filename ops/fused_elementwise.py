@@ -64,80 +64,49 @@ def _fused_elementwise(ctx, inputs):
 
 
 def _compiled(ctx):
-    """The fast path, falling back to :func:`_per_node`; everything that does not depend
-    on the values is worked out here, once per plan."""
-    region = ctx.attrs["region"]
-    program = region.program
+    """The node's kernel for this plan: the fast and broadcast paths of
+    :class:`_FusedRun`, falling back to the nodes one by one (:func:`_per_node`)."""
+    program = ctx.attrs["region"].program
     node_by_node = _per_node(ctx)
 
     def per_node(inputs):
         ctx.cache["per_node_runs"] = ctx.cache.get("per_node_runs", 0) + 1  # for tests, stats
         return node_by_node(inputs)
-    n_in = len(program.inputs)
-    out_dtypes = tuple(np.dtype(program.nodes[i][1]) for i in program.outputs)
     itemsize = max(np.dtype(dtype).itemsize for _, dtype, _ in program.nodes)
     limit = _MAX_BYTES if ctx.memory_limit is None else min(ctx.memory_limit, _MAX_BYTES)
     if limit < itemsize:
         return per_node  # a limit below one element: the nodes' own checks decide
-    max_elements = limit // itemsize  # past it, an unfused node may raise: let it
-    supports = tuple(program.supports[n_in + i] for i in program.outputs)
-    support_inputs = tuple(tuple(k for k in range(n_in) if s >> k & 1) for s in supports)
-    full = (1 << n_in) - 1
-    partial = tuple(ks for s, ks in zip(supports, support_inputs) if s != full)
-    kernels: dict[tuple[int, int], object] = {}
-    ready: set[tuple[int, int]] = set()  # kernels compiled for the arguments seen
-    empty = ctx.empty
+    # past max_elements an unfused node may raise: let it
+    return _FusedRun(ctx, program, limit // itemsize, per_node).run
 
-    def kernel(scalars: int, rank: int, args: tuple):
-        """The compiled kernel, or None while it compiles in the background (tiered
-        compilation: the caller then runs the nodes one by one, with the same results)."""
-        key = (scalars, rank)
-        fn = kernels.get(key)
-        if fn is None:
-            fn = kernels.setdefault(key, program.kernel(scalars, rank))
-        if key in ready or fn is _UNCOMPILED:
-            return fn
-        if compiled_for(fn, args):
-            ready.add(key)
-            return fn
-        return None
 
-    def uncompiled(scalars: int, rank: int, err: Exception, inputs):
-        """numba could not compile a kernel (a bug): say so once, run the nodes."""
-        if kernels.get((scalars, rank)) is not _UNCOMPILED:
-            kernels[(scalars, rank)] = _UNCOMPILED
-            log.warning("fused kernel of %s failed to compile, running its nodes one by one: "
-                        "%s", ctx.node_name, err)
-        return per_node(inputs)
+class _FusedRun:
+    """One fused node's compiled paths; everything that does not depend on the values
+    is worked out here, once per plan."""
 
-    def broadcast(inputs):
-        """Inputs of different shapes: one loop over their broadcast shape, when every
-        node's operands broadcast (then no node fails) and every output has that shape."""
-        shapes = [x.shape for x in inputs]
-        try:
-            shape = np.broadcast_shapes(*shapes)
-        except ValueError:  # the node whose operands do not broadcast says so
-            return per_node(inputs)
-        if not shape or math.prod(shape) > max_elements:
-            return per_node(inputs)
-        for ks in partial:
-            if np.broadcast_shapes(*[shapes[k] for k in ks]) != shape:
-                return per_node(inputs)  # an output of a smaller shape
-        try:
-            outs = [empty(shape, dtype) for dtype in out_dtypes]
-        except MemoryError:
-            return per_node(inputs)
-        args = (shape, *[np.broadcast_to(x, shape) for x in inputs], *outs)
-        fn = kernel(0, len(shape), args)
-        if fn is None:
-            return per_node(inputs)
-        try:
-            fn(*args)
-        except NumbaError as e:  # also when fn is _UNCOMPILED
-            return uncompiled(0, len(shape), e, inputs)
-        return outs
+    __slots__ = ("ctx", "program", "max_elements", "per_node", "out_dtypes", "supports",
+                 "support_inputs", "partial", "kernels", "ready", "empty")
 
-    def run(inputs):
+    def __init__(self, ctx, program, max_elements: int, per_node):
+        n_in = len(program.inputs)
+        self.ctx = ctx
+        self.program = program
+        self.max_elements = max_elements
+        self.per_node = per_node
+        self.out_dtypes = tuple(np.dtype(program.nodes[i][1]) for i in program.outputs)
+        # per output: the inputs it depends on, as bits and as indices
+        self.supports = tuple(program.supports[n_in + i] for i in program.outputs)
+        self.support_inputs = tuple(tuple(k for k in range(n_in) if s >> k & 1)
+                                    for s in self.supports)
+        full = (1 << n_in) - 1
+        self.partial = tuple(ks for s, ks in zip(self.supports, self.support_inputs)
+                             if s != full)
+        self.kernels: dict[tuple[int, int], object] = {}
+        self.ready: set[tuple[int, int]] = set()  # kernels compiled for the arguments seen
+        self.empty = ctx.empty
+
+    def run(self, inputs):
+        """The fast path: inputs of one shape, or of one element each."""
         shape = None
         n = 0  # elements of the full shape (none when every input holds one)
         scalars = 0
@@ -151,33 +120,84 @@ def _compiled(ctx):
             elif shape is None:
                 shape, n = x.shape, x.size
             elif x.shape != shape:
-                return broadcast(inputs)
+                return self.broadcast(inputs)
             bit <<= 1
-        if n > max_elements:
-            return per_node(inputs)
+        if n > self.max_elements:
+            return self.per_node(inputs)
         if shape is not None and scalar_rank > len(shape):
-            return broadcast(inputs)
+            return self.broadcast(inputs)
         try:
-            if not scalars:
-                outs = [empty(shape, dtype) for dtype in out_dtypes]
-            else:  # an output of one-element inputs only has one element, of their rank
-                outs = [empty(shape, dtype) if s & ~scalars else
-                        empty((1,) * max(inputs[k].ndim for k in ks), dtype)
-                        for s, ks, dtype in zip(supports, support_inputs, out_dtypes)]
+            outs = self._outputs(inputs, shape, scalars)
         except MemoryError:  # the unfused node that fails says so, in its words
-            return per_node(inputs)
+            return self.per_node(inputs)
         # 1-D values go as they are (numba reads any strides); others as flat views
         args = (n, *[x if x.ndim == 1 else x.reshape(-1) for x in inputs],
                 *[o if o.ndim == 1 else o.reshape(-1) for o in outs])
-        fn = kernel(scalars, 0, args)
+        return self._call(scalars, 0, args, outs, inputs)
+
+    def _outputs(self, inputs, shape, scalars: int) -> list:
+        """The fast path's output buffers: an output of one-element inputs only has one
+        element, of their rank."""
+        empty = self.empty
+        if not scalars:
+            return [empty(shape, dtype) for dtype in self.out_dtypes]
+        return [empty(shape, dtype) if s & ~scalars else
+                empty((1,) * max(inputs[k].ndim for k in ks), dtype)
+                for s, ks, dtype in zip(self.supports, self.support_inputs, self.out_dtypes)]
+
+    def broadcast(self, inputs):
+        """Inputs of different shapes: one loop over their broadcast shape, when every
+        node's operands broadcast (then no node fails) and every output has that shape."""
+        shapes = [x.shape for x in inputs]
+        try:
+            shape = np.broadcast_shapes(*shapes)
+        except ValueError:  # the node whose operands do not broadcast says so
+            return self.per_node(inputs)
+        if not shape or math.prod(shape) > self.max_elements:
+            return self.per_node(inputs)
+        for ks in self.partial:
+            if np.broadcast_shapes(*[shapes[k] for k in ks]) != shape:
+                return self.per_node(inputs)  # an output of a smaller shape
+        try:
+            outs = [self.empty(shape, dtype) for dtype in self.out_dtypes]
+        except MemoryError:
+            return self.per_node(inputs)
+        args = (shape, *[np.broadcast_to(x, shape) for x in inputs], *outs)
+        return self._call(0, len(shape), args, outs, inputs)
+
+    def _call(self, scalars: int, rank: int, args: tuple, outs: list, inputs):
+        """``outs`` computed by the compiled kernel, or the nodes one by one while it
+        compiles or where it cannot."""
+        fn = self.kernel(scalars, rank, args)
         if fn is None:
-            return per_node(inputs)
+            return self.per_node(inputs)
         try:
             fn(*args)
         except NumbaError as e:  # also when fn is _UNCOMPILED
-            return uncompiled(scalars, 0, e, inputs)
+            return self.uncompiled(scalars, rank, e, inputs)
         return outs
-    return run
+
+    def kernel(self, scalars: int, rank: int, args: tuple):
+        """The compiled kernel, or None while it compiles in the background (tiered
+        compilation: the caller then runs the nodes one by one, with the same results)."""
+        key = (scalars, rank)
+        fn = self.kernels.get(key)
+        if fn is None:
+            fn = self.kernels.setdefault(key, self.program.kernel(scalars, rank))
+        if key in self.ready or fn is _UNCOMPILED:
+            return fn
+        if compiled_for(fn, args):
+            self.ready.add(key)
+            return fn
+        return None
+
+    def uncompiled(self, scalars: int, rank: int, err: Exception, inputs):
+        """numba could not compile a kernel (a bug): say so once, run the nodes."""
+        if self.kernels.get((scalars, rank)) is not _UNCOMPILED:
+            self.kernels[(scalars, rank)] = _UNCOMPILED
+            log.warning("fused kernel of %s failed to compile, running its nodes one by one: "
+                        "%s", self.ctx.node_name, err)
+        return self.per_node(inputs)
 
 
 @FusedElementwise.prepare("cpu")

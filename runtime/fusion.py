@@ -2,8 +2,9 @@
 
 At plan time (``optimize=True``, in sessions whose devices are all CPUs: on a GPU
 the ops keep their own kernels), after the partition -> stitch rewrite, the ops
-that compute one value per element (the binary and unary math ops, comparisons,
-logical ops, SelectV2 and Cast) are grouped into *regions* of connected ops. Each
+whose element-wise trait says they fuse (``op_def.elementwise``, declared in
+ops/elementwise_table.py: arithmetic, comparisons, logical ops, SelectV2, Cast)
+are grouped into *regions* of connected ops. Each
 region of two or more ops becomes one ``_FusedElementwise`` node
 (ops/fused_elementwise.py) whose outputs are the region's values that escape it
 (read by another node, or fetched); the plan wires them in instead of the
