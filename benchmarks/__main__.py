@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick] [--peers] [--only W1,W6] [--json PATH] [--plot PATH]``
+"""``python -m benchmarks [--quick] [--peers] [--only W1,W6] [--json PATH] [--plot PATH] [--write-docs]``
 
 Prints one table row per case: graphflow's median time, the hand-written numpy
 baseline's, their ratio, effective GB/s, the ratio to this machine's copy and
@@ -10,6 +10,9 @@ where they are installed (``pip install '.[peers]'``): their times, graphflow /
 best peer, and whether each peer's result equals graphflow's (see
 ``benchmarks/peers.py`` for how each peer writes each workload). A peer that is
 not installed says so in its column.
+
+``--write-docs`` rewrites docs/performance.md from this run's results (its
+hand-written preamble kept: ``benchmarks/docs_page.py``).
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import sys
 
 import numpy as np
 
+from .docs_page import DOCS_PAGE, preamble, write_page
 from .harness import (MachineLimits, paired_per_call_time, peak_bytes, peak_rss_bytes,
                       round_robin_times)
 from .workloads import BYTES, WORKLOADS, Case
@@ -200,6 +204,18 @@ def plot(rows: list[dict], path: pathlib.Path) -> bool:
     return True
 
 
+def machine(limits: MachineLimits) -> str:
+    """The machine a run measured, in one line: CPU, cores, libraries, its limits."""
+    try:
+        import numba
+        numba_version = f", numba {numba.__version__}"
+    except ImportError:
+        numba_version = ""
+    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+            f"numpy {np.__version__}{numba_version}; copy {limits.copy_gbps:.1f} GB/s, random "
+            f"1M-element assignment {limits.random_assign_ns:.1f} ns/element")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -210,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=pathlib.Path, default=RESULTS / "latest.png")
     parser.add_argument("--peers", action="store_true",
                         help="also time JAX (jit) and TensorFlow (tf.function) where installed")
+    parser.add_argument("--write-docs", nargs="?", const=DOCS_PAGE, default=None, type=pathlib.Path,
+                        metavar="PAGE", help="rewrite docs/performance.md (or PAGE) from this "
+                        "run, keeping its hand-written preamble")
     args = parser.parse_args(argv)
     # steady state: a fused kernel is compiled before its first timed call (tiered
     # compilation, which runs it node by node meanwhile, is what jit_cost measures)
@@ -221,10 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     scale = 0.1 if args.quick else 1.0
     repeats = args.repeats or (5 if args.quick else 9)
     chosen = [w.strip() for w in args.only.split(",") if w.strip()] or list(WORKLOADS)
+    if args.write_docs is not None:
+        preamble(args.write_docs.read_text(encoding="utf-8"), args.write_docs)  # fail early
     limits = MachineLimits.measure(repeats)
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"numpy {np.__version__}; copy {limits.copy_gbps:.1f} GB/s, random 1M-element "
-          f"assignment {limits.random_assign_ns:.1f} ns/element; GB/s = {BYTES}")
+    print(f"machine: {machine(limits)}; GB/s = {BYTES}")
     if peers is not None:
         print("peers: " + "; ".join(peer.describe() for peer in peers))
     rows = []
@@ -242,6 +261,12 @@ def main(argv: list[str] | None = None) -> int:
         print(peer_notes(rows, peers))
         results["peers"] = {peer.key: {"label": peer.label, "version": peer.version or None,
                                        "missing": peer.missing or None} for peer in peers}
+    if args.write_docs is not None:
+        command = "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv)
+        tables = [table(rows, peers)] + ([peer_notes(rows, peers)] if peers is not None else [])
+        about = machine(limits) + ("; peers: " + "; ".join(p.describe() for p in peers)
+                                   if peers is not None else "")
+        print(f"\nwrote {write_page(command.strip(), about, tables, args.write_docs)}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2))
     if plot(rows, args.plot):
