@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from . import dtypes
 from .dtypes import DType
-from .errors import ResourceExhaustedError
+from .errors import InvalidArgumentError, ResourceExhaustedError
 from .shapes import TensorShape, check_not_too_large
 
 _INT32 = np.iinfo(np.int32)
@@ -226,3 +226,18 @@ def _filled(scalar: np.ndarray, dims: list[int]) -> np.ndarray:
 def inferred_dtype(value: Any) -> DType:
     """The dtype ``to_array(value)`` would give."""
     return dtypes.as_dtype(to_array(value).dtype)
+
+
+def from_little_endian(raw: bytes, count: int, dtype: DType, *,
+                       wrong_size: Callable[[int], str], bad_bool: str) -> np.ndarray:
+    """``count`` values of ``dtype`` (not string) from exactly their little-endian bytes,
+    as an owned, native-order, flat array: how GraphDefs and TensorProtos store tensors.
+    A byte count other than ``count * itemsize`` is an InvalidArgumentError with
+    ``wrong_size(needed bytes)``; a bool byte other than 0 or 1 one with ``bad_bool``."""
+    need = count * dtype.itemsize
+    if len(raw) != need:
+        raise InvalidArgumentError(wrong_size(need))
+    if dtype.is_bool and any(b > 1 for b in raw):
+        raise InvalidArgumentError(bad_bool)
+    array = np.frombuffer(raw, dtype=np.dtype(dtype.as_numpy_dtype).newbyteorder("<"))
+    return array.astype(dtype.as_numpy_dtype)  # native order, an owned copy

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from .builder import create_operation
+from .convert import from_little_endian
 from .device_spec import canonical_device
 from .dtypes import ALL_TYPES, dtype_of_array, string
 from .errors import InvalidArgumentError, OpError
@@ -423,15 +424,10 @@ def decode_tensor(encoded: Any) -> np.ndarray:
         if not isinstance(data, str):
             raise InvalidArgumentError("tensor field 'data': expected a base64 string")
         raw = _b64(data)
-        need = count * dtype.itemsize
-        if len(raw) != need:
-            raise InvalidArgumentError(
-                f"tensor field 'data': shape {shape} of {dtype.name} needs {need} bytes, "
-                f"got {len(raw)}")
-        if dtype.is_bool and any(b > 1 for b in raw):
-            raise InvalidArgumentError("tensor field 'data': a bool byte is not 0 or 1")
-        array = np.frombuffer(raw, dtype=dtype.as_numpy_dtype.newbyteorder("<"))
-        array = array.astype(dtype.as_numpy_dtype)  # native order, an owned copy
+        array = from_little_endian(
+            raw, count, dtype, bad_bool="tensor field 'data': a bool byte is not 0 or 1",
+            wrong_size=lambda need: f"tensor field 'data': shape {shape} of {dtype.name} "
+                                    f"needs {need} bytes, got {len(raw)}")
     array = array.reshape(shape)
     array.flags.writeable = False
     return array

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes as _dt
+from ..convert import from_little_endian
 from ..dtypes import DType, dtype_of_array
 from ..errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError
 from ..shapes import TensorShape
@@ -279,16 +280,11 @@ def tensor_from_proto(proto: Any) -> np.ndarray:
         raise InvalidArgumentError(f"Tensor shape {shape} of {dtype.name} is too large")
     content = proto.tensor_content
     if content and dtype is not _dt.string:
-        need = count * dtype.itemsize
-        if len(content) != need:
-            raise InvalidArgumentError(
-                f"Tensor of shape {shape} and dtype {dtype.name} needs {need} bytes of "
-                f"tensor_content, got {len(content)}")
-        if dtype.is_bool and any(b > 1 for b in content):
-            raise InvalidArgumentError("A bool tensor's tensor_content has a byte other "
-                                       "than 0 or 1")
-        array = np.frombuffer(content, dtype=np.dtype(dtype.as_numpy_dtype).newbyteorder("<"))
-        array = array.astype(dtype.as_numpy_dtype)  # native order, an owned copy
+        array = from_little_endian(
+            content, count, dtype,
+            wrong_size=lambda need: f"Tensor of shape {shape} and dtype {dtype.name} needs "
+                                    f"{need} bytes of tensor_content, got {len(content)}",
+            bad_bool="A bool tensor's tensor_content has a byte other than 0 or 1")
     else:
         array = _typed_values(proto, dtype, count, shape)
     array = array.reshape(shape)
