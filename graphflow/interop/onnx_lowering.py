@@ -33,26 +33,25 @@ LOWERINGS: dict[str, Callable[["Emitter", Operation, list], list]] = {}
 INT64_MAX = np.iinfo(np.int64).max
 
 
-def lowering(*op_types: str):
-    """Register the decorated function as the ONNX lowering of ``op_types``."""
-    def register(fn):
-        for op_type in op_types:
-            LOWERINGS[op_type] = fn
-        return fn
-    return register
+def _registrar(table: dict, what: str) -> Callable:
+    """A decorator factory: ``@decorator(*op_types)`` files a function in ``table``."""
+    def decorator(*op_types: str):
+        def register(fn):
+            for op_type in op_types:
+                table[op_type] = fn
+            return fn
+        return register
+    decorator.__doc__ = f"Register the decorated function as the {what} of ``op_types``."
+    return decorator
+
+
+lowering = _registrar(LOWERINGS, "ONNX lowering")
 
 
 #: op type -> check(op, opset) -> why it cannot be exported, or None
 CHECKS: dict[str, Callable[[Operation, int], str | None]] = {}
 
-
-def check(*op_types: str):
-    """Register the decorated function as the export-time check of ``op_types``."""
-    def register(fn):
-        for op_type in op_types:
-            CHECKS[op_type] = fn
-        return fn
-    return register
+check = _registrar(CHECKS, "export-time check")
 
 
 def elem_type(onnx, dtype: DType) -> int:
