@@ -244,44 +244,35 @@ def _source(body: str, **parts: str) -> str:
         body = body.replace(name, text)
     return body
 
-_ATOMIC_PREAMBLE = r"""
-// Eigen's min/max on floats: a NaN update never wins, a NaN already there stays.
-__device__ void gf_atomic_min(float* address, float value) {
-  int* bits = reinterpret_cast<int*>(address);
-  int old = *bits, assumed;
+#: Eigen's min/max on a float: a compare-and-swap loop on its bits, where a NaN update
+#: never wins and a NaN already there stays. NAME, FLOAT, WORD (the integer type of its
+#: bits), DECODE / ENCODE (bits to float and back) and WINS (the update replaces OLD).
+_FLOAT_ATOMIC = r"""
+__device__ void NAME(FLOAT* address, FLOAT value) {
+  WORD* bits = reinterpret_cast<WORD*>(address);
+  WORD old = *bits, assumed;
   do {
     assumed = old;
-    if (!(value < __int_as_float(assumed))) return;
-    old = atomicCAS(bits, assumed, __float_as_int(value));
+    if (!(WINS)) return;
+    old = atomicCAS(bits, assumed, ENCODE(value));
   } while (assumed != old);
 }
-__device__ void gf_atomic_max(float* address, float value) {
-  int* bits = reinterpret_cast<int*>(address);
-  int old = *bits, assumed;
-  do {
-    assumed = old;
-    if (!(__int_as_float(assumed) < value)) return;
-    old = atomicCAS(bits, assumed, __float_as_int(value));
-  } while (assumed != old);
-}
-__device__ void gf_atomic_min(double* address, double value) {
-  unsigned long long* bits = reinterpret_cast<unsigned long long*>(address);
-  unsigned long long old = *bits, assumed;
-  do {
-    assumed = old;
-    if (!(value < __longlong_as_double(assumed))) return;
-    old = atomicCAS(bits, assumed, __double_as_longlong(value));
-  } while (assumed != old);
-}
-__device__ void gf_atomic_max(double* address, double value) {
-  unsigned long long* bits = reinterpret_cast<unsigned long long*>(address);
-  unsigned long long old = *bits, assumed;
-  do {
-    assumed = old;
-    if (!(__longlong_as_double(assumed) < value)) return;
-    old = atomicCAS(bits, assumed, __double_as_longlong(value));
-  } while (assumed != old);
-}
+"""
+
+
+def _float_atomic(name: str, ctype: str, word: str, decode: str, encode: str,
+                  wins: str) -> str:
+    """One float atomic min or max from :data:`_FLOAT_ATOMIC`."""
+    return _source(_FLOAT_ATOMIC, NAME=name, FLOAT=ctype, WORD=word, ENCODE=encode,
+                   WINS=wins.replace("OLD", f"{decode}(assumed)"))
+
+
+_ATOMIC_PREAMBLE = "".join(
+    _float_atomic(f"gf_atomic_{op}", ctype, bits, to_float, to_bits, wins)
+    for ctype, bits, to_float, to_bits in (
+        ("float", "int", "__int_as_float", "__float_as_int"),
+        ("double", "unsigned long long", "__longlong_as_double", "__double_as_longlong"))
+    for op, wins in (("min", "value < OLD"), ("max", "OLD < value"))) + r"""
 template <typename T> __device__ void gf_atomic_min(T* address, T value) {
   atomicMin(address, value);
 }
