@@ -167,19 +167,19 @@ _STITCH_DOC = (
     "        for pos in np.ndindex(indices[m].shape):\n"
     "            merged[indices[m][pos]] = data[m][pos]")
 
-DynamicStitch = register_op(
-    "DynamicStitch",
-    inputs=["indices: N * int32", "data: N * T"], outputs=["merged: T"],
-    attrs={"N": IntAttr(minimum=1), "T": TypeAttr()},
-    doc=_STITCH_DOC.format(order="Values merge in order: for duplicate indices the later "
-                                 "(m, i) wins."))
 
-ParallelDynamicStitch = register_op(
-    "ParallelDynamicStitch",
-    inputs=["indices: N * int32", "data: N * T"], outputs=["merged: T"],
-    attrs={"N": IntAttr(minimum=1), "T": TypeAttr()},
-    doc=_STITCH_DOC.format(order="For duplicate indices any one of the values may win (here "
-                                 "the later one, as DynamicStitch)."))
+def _stitch_op(name: str, order: str):
+    """Declare one stitch op: the shared signature, with its duplicate order in the doc."""
+    return register_op(name, inputs=["indices: N * int32", "data: N * T"],
+                       outputs=["merged: T"], attrs={"N": IntAttr(minimum=1), "T": TypeAttr()},
+                       doc=_STITCH_DOC.format(order=order))
+
+
+DynamicStitch = _stitch_op(
+    "DynamicStitch", "Values merge in order: for duplicate indices the later (m, i) wins.")
+ParallelDynamicStitch = _stitch_op(
+    "ParallelDynamicStitch", "For duplicate indices any one of the values may win (here the "
+    "later one, as DynamicStitch).")
 
 
 @DynamicStitch.shape_fn
