@@ -102,6 +102,31 @@ def _sum(ctx, x, axis):
     return out
 
 
+@Sum.prepare("cpu")
+def _prepare_sum(spec):
+    """The lean Sum: with a constant axis and the input's shape known, the axes and the
+    output's shape are worked out once, and a call is one ``add.reduce`` (what
+    ``np.sum`` calls) into a new buffer."""
+    axis, shape, dtype = spec.value(1), spec.shape(0), spec.dtype(0)
+    if axis is None or shape is None or dtype in (np.float16, object):
+        return None
+    try:
+        axes = reduction_axes(axis.reshape(-1).tolist(), len(shape))
+    except InvalidArgumentError:
+        return None  # the full kernel raises it, at run time as before
+    if not axes:
+        return None
+    keep_dims = spec.attrs["keep_dims"]
+    out_shape = tuple(_reduced_dims(list(shape), axes, keep_dims))
+    add_reduce = np.add.reduce
+
+    def lean(ctx, x, axis_value):
+        out = ctx.empty(out_shape, dtype)
+        add_reduce(x, axis=axes, dtype=dtype, keepdims=keep_dims, out=out)
+        return out
+    return lean
+
+
 def reduce_sum(self: Scope, input, axis=None, keep_dims: bool | None = None, *,
                keepdims: bool | None = None, name: str | None = None) -> Output:
     """``Sum`` of ``input`` over ``axis``; every dim when ``axis`` is None (TF's

@@ -70,34 +70,48 @@ def _add_rows(out, offsets, rows, subtract):
 
 
 @kernel
-def _add_column_checked(out, column, values, bound, subtract):
-    """out[column[i]] += values[i] (-= with ``subtract``) in index order, for 1-D ``out``
-    and a column of indices of any integer dtype, each checked against ``bound`` before
-    anything is written: False (nothing written) when one is out of bounds."""
-    n = column.shape[0]
+def _add_rows_checked(out, column, rows, subtract):
+    """out[column[i]] += rows[i] (-= with ``subtract``) in index order, for 2-D ``out``
+    and a column of row indices of any integer dtype, each checked against the row
+    count before anything is written: False (nothing written) when one is out of bounds."""
+    n, bound, width = column.shape[0], out.shape[0], U(rows.shape[1])
     for i in range(n):
         if column[i] < 0 or column[i] >= bound:
             return False
     for i in range(n):
         o = U(column[i])
-        if subtract:
-            out[o] -= values[i]
-        else:
-            out[o] += values[i]
+        for j in range(width):
+            if subtract:
+                out[o, j] -= rows[i, j]
+            else:
+                out[o, j] += rows[i, j]
+            if width == 1:
+                break
     return True
 
 
-def checked_column_adder(op: str, dtype: np.dtype):
-    """``add(out, indices, values) -> bool`` for 1-D single-element scatters ("add" or
-    "sub") of a dtype numba compiles (see :func:`_add_column_checked`); None otherwise.
-    One compiled call validates and writes: what a small fed scatter costs."""
+def checked_row_adder(op: str, dtype: np.dtype):
+    """``add(out2d, column, rows2d) -> bool`` for scatters of whole rows ("add" or "sub")
+    at depth 1, of a dtype numba compiles (see :func:`_add_rows_checked`); None
+    otherwise. One compiled call validates and writes: what a small fed scatter costs."""
     if op not in ("add", "sub") or not can_combine(op, dtype) or np.dtype(dtype).kind == "b":
         return None
     subtract = op == "sub"
 
+    def add(out2d, column, rows2d) -> bool:
+        return _add_rows_checked(out2d, column, rows2d, subtract)
+    return add
+
+
+def checked_column_adder(op: str, dtype: np.dtype):
+    """``add(out, indices, values) -> bool``: :func:`checked_row_adder` for 1-D
+    single-element scatters."""
+    add_rows = checked_row_adder(op, dtype)
+    if add_rows is None:
+        return None
+
     def add(out, indices, values) -> bool:
-        return _add_column_checked(out.reshape(-1), indices.reshape(-1), values.reshape(-1),
-                                   out.size, subtract)
+        return add_rows(out.reshape(-1, 1), indices.reshape(-1), values.reshape(-1, 1))
     return add
 
 

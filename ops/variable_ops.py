@@ -22,6 +22,7 @@ and control dependencies, as in TensorFlow 1.x.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from graphflow.runtime.resources import active_journal
 from graphflow.shapes import TensorShape, debug_string
 
 from .index_checks import check_tensor_scatter_inputs
+from .scatter_loops import checked_row_adder
 from .scatter_ops import BAD_INDICES_POLICIES, gather_nd, scatter_on_cpu, scatter_shape
 
 VARIABLE_TYPES = ALL_TYPES  # strings too, as TensorFlow's CPU kernels (assign, gather, scatter update)
@@ -277,7 +279,44 @@ def _resource_scatter_op(name: str, op: str, types, doc: str):
                 return value
             scatter_on_cpu(ctx, value.shape, indices, updates, op, stored,
                            lambda: check_tensor_scatter_inputs(value, indices, updates))
+
+    @definition.prepare("cpu")
+    def _prepare(spec):
+        return _lean_row_adder(spec, op, _kernel)
     return definition
+
+
+def _lean_row_adder(spec, op: str, full: Callable) -> Callable | None:
+    """The lean ``+=``/``-=`` of whole rows (index depth 1, error policy): one compiled
+    call checks every id against the row count, then writes. Anything else goes to
+    the full kernel, with its checks and errors: an id out of bounds (nothing was
+    written), shapes or dtypes that do not fit, an uninitialized variable, a run that
+    keeps an undo journal (a cluster's)."""
+    dtype = np.dtype(spec.attrs["dtype"].as_numpy_dtype)
+    index_shape = spec.shape(1)
+    add = checked_row_adder(op, dtype)
+    if add is None or not index_shape or index_shape[-1] != 1 \
+            or spec.attrs.get("bad_indices_policy", "") == "IGNORE":
+        return None
+    rows_shape = index_shape[:-1]
+    n = math.prod(rows_shape)
+    if n == 0:
+        return None
+
+    def lean(ctx, handle, indices, updates):
+        state = _variable_of(ctx, handle)
+        with state.lock:
+            value = state.value
+            if value is not None and value.dtype == dtype and updates.dtype == dtype \
+                    and value.ndim >= 1 and value.size and value.flags.c_contiguous \
+                    and updates.shape == rows_shape + value.shape[1:] \
+                    and active_journal() is None \
+                    and add(value.reshape(value.shape[0], -1),
+                            np.ascontiguousarray(indices).reshape(-1),
+                            np.ascontiguousarray(updates).reshape(n, -1)):
+                return None
+        return full(ctx, handle, indices, updates)
+    return lean
 
 
 ResourceScatterNdUpdate = _resource_scatter_op(

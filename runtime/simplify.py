@@ -9,7 +9,10 @@ value.
 - ``x * 1``, ``1 * x``, ``x / 1``, with a constant of ones that does not broadcast x;
 - ``x + 0``, ``0 + x``, ``x - 0`` where exact: for floats ``x + (+0.0)`` turns ``-0.0``
   into ``+0.0``, so only ``x + (-0.0)`` and ``x - (+0.0)`` go (any zero for integers);
-- ``Neg(Neg(x))``.
+- ``Neg(Neg(x))``;
+- ``AddN([a, b])`` of two inputs of one fully known shape becomes ``Add(a, b)`` (the
+  kernel adds them the same way): an Add joins fused regions, an AddN does not, and
+  gradients are full of two-input AddNs (a value read twice).
 
 Shapes and constants come from the plan (a shape-specialized plan knows more of
 them; folded values are constants). A node with control inputs, or whose output is
@@ -23,6 +26,7 @@ import numpy as np
 
 from graphflow.graph import Operation, Output
 from graphflow.inference import constant_value
+from graphflow.registry import op_def
 
 _REDUCTIONS = frozenset({"Sum", "Prod", "Max", "Min"})
 _SAME_SHAPE = frozenset({"Reshape", "BroadcastTo", "Squeeze", "ExpandDims"})
@@ -39,6 +43,8 @@ def simplified(op: Operation, resolve: Callable[[Output], Output]) -> Output | N
         return _same(inputs[0], out)
     if kind == "Cast":
         return _same(inputs[0], out)
+    if kind == "AddN" and len(inputs) == 2:
+        return _as_add(op, inputs, out)
     if kind in _SAME_SHAPE:
         x = inputs[0]
         if x.shape.is_fully_defined() and out.shape.is_fully_defined() \
@@ -71,6 +77,18 @@ def _same(x: Output, out: Output) -> Output | None:
             d_out is not None and d_x != d_out for d_x, d_out in zip(x.shape.dims, out.shape.dims))):
         return None
     return x
+
+
+def _as_add(op: Operation, inputs: list[Output], out: Output) -> Output | None:
+    """A plan-only ``Add(a, b)`` standing for the two-input AddN ``op``, when no input
+    broadcasts (AddN refuses what Add would broadcast) and Add takes the dtype."""
+    add = op_def("Add")
+    allowed = add.attrs["T"].allowed
+    if (allowed is not None and out.dtype not in allowed) or not out.shape.is_fully_defined() or any(
+            x.shape.as_list() != out.shape.as_list() for x in inputs):
+        return None
+    return Operation.stand_in(op, add, inputs, (1, 1), {"T": out.dtype},
+                              [(out.dtype, out.shape)]).outputs[0]
 
 
 def _identity_element(kind: str, c: Output, x: Output) -> bool:

@@ -43,6 +43,7 @@ CASES = {
     "neg_neg": lambda s, x: s.neg(s.neg(x)),
     "cast_same": lambda s, x: s.cast(x, gf.float32),
     "add_n_one": lambda s, x: s.add_n([x]),
+    "add_n_two_as_add": lambda s, x: s.add_n([x, s.mul(x, np.float32(3))]),
 }
 
 
@@ -77,6 +78,20 @@ def test_a_constant_that_broadcasts_x_is_not_an_identity():
     y = s.mul(x, np.ones(3, np.float32))
     with gf.Session(s.graph) as sess:
         assert sess.run(y, {x: [2.0]}).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_an_add_n_that_could_broadcast_stays_an_add_n():
+    """AddN refuses inputs of two shapes where Add would broadcast them: with a shape
+    unknown at plan time it stays, and so does its error."""
+    s = gf.Scope(gf.Graph())
+    x = s.placeholder(gf.float32, shape=[None])
+    y = s.placeholder(gf.float32, shape=[None])
+    total = s.add_n([x, y])
+    with gf.Session(s.graph) as sess:
+        assert sess.run(total, {x: [1.0, 2.0], y: [3.0, 4.0]}).tolist() == [4.0, 6.0]
+        assert "AddN" in _kernel_types(sess, [total], [x, y])
+        with pytest.raises(gf.errors.InvalidArgumentError, match="same size and shape"):
+            sess.run(total, {x: [1.0, 2.0], y: [3.0]})
 
 
 def test_integers_add_zero_and_multiply_by_one():
