@@ -205,7 +205,9 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
     (a chain of tiny kernels then costs the kernels). An error is re-raised naming its
     step."""
     steps = plan.steps
-    small = _small_slots(steps)
+    # left in their slots (they die with the run): values too small for the buffer pool,
+    # and the feeds and preloaded constants, which the pool never takes
+    unreleased = _small_slots(steps) | set(plan.feed_slots) | set(plan.preloaded)
     env: dict[str, Any] = {"errstate": np.errstate, "ndarray": np.ndarray, "steps": steps,
                            "node_error": _node_error, "release": plan._release,
                            "fetch_value": plan._fetch_value, "initial": plan._initial}
@@ -218,8 +220,7 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
             body.append(f"r{k}(s)")
         else:
             body.append(call)
-        # a value too small for the buffer pool is left in its slot: it dies with the run
-        body += [f"release(s, {slot})" for slot in dead if slot not in small]
+        body += [f"release(s, {slot})" for slot in dead if slot not in unreleased]
     if not body:
         body.append("pass")  # every fetch is fed
     fetched = []
