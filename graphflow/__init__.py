@@ -35,7 +35,7 @@ from .interop.onnx_export import export_onnx  # noqa: E402  (imports onnx only w
 from .interop.tf_export import export_tf_graph  # noqa: E402  (protobuf only when called)
 from . import summary  # noqa: E402  (tensorboardX only when used)
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 
 __all__ = [
     "DType", "Graph", "Operation", "Output", "Scope", "Session", "SessionConfig", "TensorShape",

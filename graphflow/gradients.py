@@ -300,13 +300,12 @@ def _checked_grad_y(scope: Scope, y: Output, grad: Output, k: int) -> Output:
     was used as is: broadcast or silently summed)."""
     if grad.shape.is_fully_defined() and grad.shape == y.shape:
         return grad
-    from graphflow.ops.check_ops import AssertEqual
     s = scope.with_sub_scope(f"grad_ys_{k}_check").beside(grad)
     # The check passes y's shape (a small host vector) on, and grad is reshaped to it
     # (no copy): grad itself never moves to where the check runs.
     y_shape = s.shape(y, out_type=int64)
     checked = s.create_op(
-        AssertEqual, y_shape, s.shape(grad, out_type=int64), y_shape,
+        "AssertEqual", y_shape, s.shape(grad, out_type=int64), y_shape,
         message=f"gradients: grad_ys[{k}] ('{grad.name}') has shape {{x}} at run time; "
                 f"it must have the shape {{y}} of '{y.name}'", name="GradYShape")
     out = s.reshape(grad, checked, name="GradY")

@@ -151,9 +151,8 @@ def _one_dense_shape(scope, parts: list[IndexedSlices], static: list) -> Output:
         if p.dense_shape is first.dense_shape or (
                 known.is_fully_defined() and shape.is_fully_defined()):
             continue
-        from graphflow.ops.check_ops import AssertEqual
         dense_shape = scope.create_op(
-            AssertEqual, dense_shape, dense_shape, p.dense_shape,
+            "AssertEqual", dense_shape, dense_shape, p.dense_shape,
             message=f"Cannot add IndexedSlices with dense_shape {{y}} ('{p.dense_shape.name}') "
                     f"to IndexedSlices with dense_shape {{x}} ('{first.dense_shape.name}')",
             name="DenseShape")

@@ -250,7 +250,7 @@ def _uninitialized(name: str, path: str) -> FailedPreconditionError:
 # -- writing ---------------------------------------------------------------------------
 def _write(f, states: Iterable, path: str) -> None:
     """The whole file into ``f``: magic, each variable's snapshot, header, trailer."""
-    from . import __version__
+    from .version import __version__
 
     f.write(MAGIC)
     offset, tensors = len(MAGIC), []

@@ -75,7 +75,7 @@ def _show(value: Any) -> str:
 # -- writing ---------------------------------------------------------------------
 def as_graph_def(graph: Graph) -> dict:
     """A JSON-ready description of ``graph``, nodes in creation (topological) order."""
-    from . import __version__
+    from .version import __version__
 
     return {"format": FORMAT, "version": VERSION, "producer": f"graphflow {__version__}",
             "nodes": [_node_def(op) for op in graph.operations()]}
