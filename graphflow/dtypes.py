@@ -94,6 +94,11 @@ INDEX_TYPES = (int32, int64)
 #: Every dtype but string: what numeric and GPU kernels accept.
 NON_STRING_TYPES = tuple(t for t in ALL_TYPES if t is not string)
 
+
+def non_string(types) -> tuple:
+    """``types`` without string: what a GPU kernel (cupy) or a numeric path takes."""
+    return tuple(t for t in types if not t.is_string)
+
 _BY_NAME = {t.name: t for t in ALL_TYPES}
 _BY_NAME.update({"bool_": bool_, "half": float16, "float": float32, "double": float64,
                  "str": string, "bytes": string, "object": string})

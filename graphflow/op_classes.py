@@ -59,8 +59,7 @@ def _output_accessor(position: int, is_list: bool):
 
 def _output_groups(op: Operation) -> list[list[Output]]:
     groups, start = [], 0
-    for spec in op.op_def.outputs:
-        n = op.attrs[spec.number_attr] if spec.is_list else 1
+    for n in op.op_def.output_counts(op.attrs):
         groups.append(list(op.outputs[start:start + n]))
         start += n
     return groups

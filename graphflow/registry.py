@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -438,7 +438,11 @@ class OpDef:
             start += n
         return groups
 
-    def output_counts(self, attrs: dict[str, Any]) -> list[int]:
+    def input_counts(self, attrs: Mapping[str, Any]) -> list[int]:
+        """How many flat inputs each declared input takes under ``attrs``."""
+        return [attrs[spec.number_attr] if spec.is_list else 1 for spec in self.inputs]
+
+    def output_counts(self, attrs: Mapping[str, Any]) -> list[int]:
         """How many outputs each declared output gives under ``attrs``."""
         return [attrs[spec.number_attr] if spec.is_list else 1 for spec in self.outputs]
 

@@ -184,11 +184,9 @@ def _control_op(control: Any) -> Operation | None:
 def _result(op: Operation):
     """Builders return an Output, a list of Outputs, or the Operation if it has none."""
     d = op.op_def
-    if len(op.outputs) == 1 and not any(s.is_list for s in d.outputs):
+    if not d.returns_list:
         return op.outputs[0]
-    if not op.outputs and not any(s.is_list for s in d.outputs):
-        return op
-    return list(op.outputs)
+    return list(op.outputs) if d.outputs else op
 
 
 def _make_builder(definition: OpDef):

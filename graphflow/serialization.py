@@ -317,12 +317,11 @@ def _node_attrs(node: Mapping, definition: OpDef, at: _NodeAt) -> dict[str, Any]
 def _check_input_count(definition: OpDef, attrs: dict[str, Any], count: int,
                        at: _NodeAt) -> None:
     """As many inputs as the OpDef takes, list inputs counted by their length attrs."""
-    expected = 0
     for spec in definition.inputs:
         if spec.is_list and spec.number_attr not in attrs:
             raise at.error(f"attrs.{spec.number_attr}", f"missing; it gives the length of "
                                                         f"list input '{spec.name}'")
-        expected += attrs[spec.number_attr] if spec.is_list else 1
+    expected = sum(definition.input_counts(attrs))
     if count != expected:
         raise at.error("inputs", f"op {at.op_type} takes {expected} inputs "
                                  f"({', '.join(str(s) for s in definition.inputs) or 'none'}), "
@@ -474,12 +473,7 @@ def _build(nodes: list[_Node], base: "Scope") -> dict[str, Operation]:
                              f"of '{src}', which has {len(outputs)} outputs", n.name,
                              n.op_def.name)
             flat.append(outputs[idx])
-        args, start = [], 0
-        for spec in n.op_def.inputs:
-            count = n.attrs[spec.number_attr] if spec.is_list else 1
-            chunk = flat[start:start + count]
-            args.append(chunk if spec.is_list else chunk[0])
-            start += count
+        args = n.op_def.group_inputs(flat, n.op_def.input_counts(n.attrs))
         roots = not n.inputs and not n.control_inputs
         scope = (rooted if roots else plain).with_device(n.device or base.device)
         scope = scope.with_control_dependencies(built[c] for c in n.control_inputs)

@@ -5,8 +5,8 @@ import math
 
 import numpy as np
 
-from graphflow.dtypes import ALL_TYPES, FLOAT_TYPES, INDEX_TYPES, NUMBER_TYPES, as_dtype, int8, \
-    int16, int32, int64, uint16, uint32
+from graphflow.dtypes import FLOAT_TYPES, INDEX_TYPES, NON_STRING_TYPES, \
+    as_dtype, int8, int16, int32, int64, uint16, uint32
 from graphflow.errors import InvalidArgumentError
 from graphflow.inference import EMPTY_BOUNDS, bounds_rule, constant_value, value_bounds
 from graphflow.registry import BoolAttr, IntAttr, IntListAttr, ShapeAttr, TensorAttr, TypeAttr, \
@@ -15,7 +15,6 @@ from graphflow.shapes import TensorShape, debug_string
 
 from .shape_rules import same_shape_as
 
-NON_STRING_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
 INT32_MAX = 2 ** 31 - 1
 INT64_MAX = 2 ** 63 - 1
 

@@ -6,8 +6,8 @@ import operator
 
 import numpy as np
 
-from graphflow.dtypes import ALL_TYPES, COMPLEX_TYPES, FLOAT_TYPES, NUMBER_TYPES, \
-    REAL_NUMBER_TYPES, string
+from graphflow.dtypes import ALL_TYPES, COMPLEX_TYPES, FLOAT_TYPES, NON_STRING_TYPES, \
+    NUMBER_TYPES, REAL_NUMBER_TYPES, non_string, string
 from graphflow.errors import InvalidArgumentError
 from graphflow.registry import TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
@@ -57,7 +57,7 @@ def _binary(name: str, fn, types, doc: str, out: str = "T", aliases=(), gpu_fn=N
     out_dtype = np.dtype(np.bool_) if out == "bool" else None
 
     @op.kernel("cpu")
-    @op.kernel("gpu", T=tuple(t for t in types if not t.is_string))
+    @op.kernel("gpu", T=non_string(types))
     def _kernel(ctx, x, y, _fn=fn):
         if x.shape == y.shape:
             if x.size >= MIN_OUT_ELEMENTS and x.dtype.kind != "O" and ctx.xp is np:
@@ -183,7 +183,7 @@ def _select_shape(ctx):
 
 
 @SelectV2.kernel("cpu")
-@SelectV2.kernel("gpu", T=tuple(t for t in ALL_TYPES if not t.is_string))
+@SelectV2.kernel("gpu", T=NON_STRING_TYPES)
 def _select(ctx, condition, t, e):
     if not condition.shape == t.shape == e.shape and \
             condition.size * t.size * e.size * t.itemsize > (ctx.memory_limit or 0):

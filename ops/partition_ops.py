@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphflow.dtypes import ALL_TYPES
+from graphflow.dtypes import NON_STRING_TYPES
 from graphflow.errors import InvalidArgumentError
 from graphflow.registry import IntAttr, TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
 
 from . import gpu_index, partition_loops
 
-GPU_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
+GPU_TYPES = NON_STRING_TYPES
 
 
 # -- shared shape rules ----------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphflow.builder import as_operand
-from graphflow.dtypes import ALL_TYPES, INDEX_TYPES, NUMBER_TYPES, int32
+from graphflow.dtypes import INDEX_TYPES, NON_STRING_TYPES, NUMBER_TYPES, int32
 from graphflow.errors import InvalidArgumentError
 from graphflow.graph import Output
 from graphflow.inference import constant_value
@@ -18,7 +18,6 @@ from graphflow.registry import BoolAttr, IntAttr, TypeAttr, register_op
 from graphflow.scope import Scope
 from graphflow.shapes import TensorShape, debug_string
 
-NON_STRING_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
 
 
 # -- Sum -------------------------------------------------------------------------------

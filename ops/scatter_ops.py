@@ -37,8 +37,8 @@ from typing import Callable
 
 import numpy as np
 
-from graphflow.dtypes import ALL_TYPES, FLOAT_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, int16, \
-    int32, int64, uint16
+from graphflow.dtypes import ALL_TYPES, FLOAT_TYPES, NON_STRING_TYPES, NUMBER_TYPES, \
+    REAL_NUMBER_TYPES, int16, int32, int64, non_string, uint16
 from graphflow.errors import InvalidArgumentError
 from graphflow.indexed_slices import IndexedSlices
 from graphflow.registry import IntAttr, StringAttr, TypeAttr, register_op
@@ -53,7 +53,7 @@ from .index_checks import MAX_INDEX_DEPTH, bad_index_message, check_depth, check
 
 BAD_INDICES_POLICIES = ("", "DEFAULT", "ERROR", "IGNORE")
 KERNEL_INDEX_TYPES = (int32, int64)
-GPU_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
+GPU_TYPES = NON_STRING_TYPES
 
 
 # -- build-time shape rules (TensorFlow's InferenceContext) ---------------------------------
@@ -302,7 +302,7 @@ def _tensor_scatter_op(name: str, op: str, kernel_types: tuple, index_types: tup
                               lambda: _own_buffer(ctx, tensor),
                               lambda: check_tensor_scatter_inputs(tensor, indices, updates))
 
-    @definition.kernel("gpu", T=tuple(t for t in kernel_types if not t.is_string),
+    @definition.kernel("gpu", T=non_string(kernel_types),
                        Tindices=KERNEL_INDEX_TYPES)
     def _gpu_kernel(ctx, tensor, indices, updates):
         return _scatter_on_gpu(ctx, tensor.shape, indices, updates, op,

@@ -8,14 +8,13 @@ from __future__ import annotations
 import numpy as np
 
 from graphflow.builder import as_operand
-from graphflow.dtypes import ALL_TYPES, INDEX_TYPES, int32
+from graphflow.dtypes import INDEX_TYPES, NON_STRING_TYPES, int32
 from graphflow.errors import InvalidArgumentError
 from graphflow.inference import constant_value, shape_from_tensor
 from graphflow.registry import IntAttr, TypeAttr, register_op
 from graphflow.scope import Scope
 from graphflow.shapes import TensorShape, debug_string
 
-NON_STRING_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
 
 
 # -- Slice -----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from graphflow.dtypes import ALL_TYPES, INDEX_TYPES, NUMBER_TYPES, int32
+from graphflow.dtypes import INDEX_TYPES, NON_STRING_TYPES, NUMBER_TYPES, int32
 from graphflow.errors import InvalidArgumentError, UnimplementedError
 from graphflow.indexed_slices import IndexedSlices
 from graphflow.registry import BoolAttr, IntAttr, TypeAttr, register_op
@@ -21,7 +21,6 @@ from graphflow.shapes import MAX_RANK, TensorShape, debug_string
 from .reduction_ops import _reduced_dims, reduction_axes
 from .variable_ops import _variable_of
 
-NON_STRING_TYPES = tuple(t for t in ALL_TYPES if not t.is_string)
 _MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 
 

@@ -273,9 +273,9 @@ def _inline_call(step: Step, k: int, env: dict) -> str | None:
     if not isinstance(step, KernelStep):
         return None
     op = step.op
-    listed = any(spec.is_list for spec in op.op_def.outputs)
-    if not step.outputs or (len(step.outputs) != 1 and not listed):
+    if not step.outputs:
         return None
+    listed = op.op_def.returns_list
     env[f"f{k}"] = step.kernel()
     env[f"c{k}"] = step.ctx
     args = "".join(
