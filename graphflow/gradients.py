@@ -305,7 +305,7 @@ def _checked_grad_y(scope: Scope, y: Output, grad: Output, k: int) -> Output:
     # (no copy): grad itself never moves to where the check runs.
     y_shape = s.shape(y, out_type=int64)
     checked = s.create_op(
-        "AssertEqual", y_shape, s.shape(grad, out_type=int64), y_shape,
+        "_AssertEqual", y_shape, s.shape(grad, out_type=int64), y_shape,
         message=f"gradients: grad_ys[{k}] ('{grad.name}') has shape {{x}} at run time; "
                 f"it must have the shape {{y}} of '{y.name}'", name="GradYShape")
     out = s.reshape(grad, checked, name="GradY")

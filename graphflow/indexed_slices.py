@@ -152,7 +152,7 @@ def _one_dense_shape(scope, parts: list[IndexedSlices], static: list) -> Output:
                 known.is_fully_defined() and shape.is_fully_defined()):
             continue
         dense_shape = scope.create_op(
-            "AssertEqual", dense_shape, dense_shape, p.dense_shape,
+            "_AssertEqual", dense_shape, dense_shape, p.dense_shape,
             message=f"Cannot add IndexedSlices with dense_shape {{y}} ('{p.dense_shape.name}') "
                     f"to IndexedSlices with dense_shape {{x}} ('{first.dense_shape.name}')",
             name="DenseShape")
