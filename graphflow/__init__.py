@@ -7,6 +7,15 @@ Build a graph with a :class:`Scope`, run it with a :class:`Session`::
     out = scope.scatter_nd([[4], [3], [1], [7]], [9, 10, 11, 12], [8])
     with gf.Session(g) as sess:
         print(sess.run(out))   # [ 0 11  0 10  9  0  0 12]
+
+The package is built in layers, each importing only its own and those below it
+(tests/test_layers.py holds it): core (graphflow/*.py: dtypes, shapes, Graph,
+the op registry, Scope, the kernel-facing interface, gradients, variables,
+serialization, interop) < ops (graphflow.ops: the operator set and its kernels) <
+runtime (graphflow.runtime: devices, plans, Session) < tools (what acts on a
+Session: saver, gradient_check, summary, visualize, cli, train) < this facade,
+which also installs what a lower layer's class gets from a higher one: Output's
+operators (graphflow.operators, once the op set is loaded) and Graph.to_dot.
 """
 from __future__ import annotations
 
@@ -23,6 +32,8 @@ from .shapes import TensorShape
 bool = bool_  # noqa: A001 - gf.bool, as tf.bool
 
 from . import ops  # noqa: E402  (registers the operator set)
+from . import operators  # noqa: E402
+operators.install_operators(Output)  # x + y, x[1:]... build ops of the set just loaded
 from .runtime import RunMetadata, RunOptions, Session, SessionConfig, list_devices  # noqa: E402
 from .indexed_slices import IndexedSlices, convert_to_tensor  # noqa: E402
 from .gradients import GradContext, gradients  # noqa: E402
@@ -34,6 +45,8 @@ from .interop.tf_import import import_tf_graph  # noqa: E402  (extra `tensorboar
 from .interop.onnx_export import export_onnx  # noqa: E402  (imports onnx only when called)
 from .interop.tf_export import export_tf_graph  # noqa: E402  (protobuf only when called)
 from . import summary  # noqa: E402  (tensorboardX only when used)
+from . import visualize  # noqa: E402
+visualize.install_to_dot(Graph)  # graph.to_dot(): a tool's, as it may ask the runtime's planner
 
 from .version import __version__  # noqa: E402
 

@@ -85,7 +85,8 @@ def _parse_feed(text: str) -> tuple[str, str]:
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
-    import graphflow as gf
+    from .dtypes import as_dtype
+    from .runtime import RunMetadata, RunOptions, Session
 
     fetches = [_output_name(f) for f in args.fetch]
     # where the results go is checked before any work is done
@@ -102,13 +103,13 @@ def _cmd_run(args: argparse.Namespace) -> None:
             raise CommandError(f"cannot read --feed {name} from '{path}': {e}") from None
     options = metadata = None
     if args.trace:
-        options, metadata = gf.RunOptions(trace=True), gf.RunMetadata()
-    with gf.Session(graph) as sess:
+        options, metadata = RunOptions(trace=True), RunMetadata()
+    with Session(graph) as sess:
         values = sess.run(fetches, feeds, options=options, run_metadata=metadata)
     if args.save:
         os.makedirs(args.save, exist_ok=True)
     for name, value in zip(fetches, values):
-        print(f"{name}  {gf.as_dtype(value.dtype).name} {list(value.shape)}")
+        print(f"{name}  {as_dtype(value.dtype).name} {list(value.shape)}")
         print(np.array2string(value, threshold=args.threshold))
         path = saves.pop(name, None)  # a fetch named twice is written once
         if path is not None:
@@ -189,7 +190,9 @@ def _format(path: str, table: dict, role: str) -> str:
 
 
 def _cmd_convert(args: argparse.Namespace) -> None:
-    import graphflow as gf
+    from .interop.onnx_export import export_onnx
+    from .interop.tf_export import export_tf_graph
+    from .interop.tf_import import import_tf_graph
 
     src, dst = _format(args.src, _READS, "IN"), _format(args.dst, _WRITES, "OUT")
     if dst != "onnx" and (args.input or args.output or args.opset is not None):
@@ -204,15 +207,15 @@ def _cmd_convert(args: argparse.Namespace) -> None:
         else:
             if not os.path.exists(args.src):
                 raise CommandError(f"cannot read '{args.src}': No such file or directory")
-            graph = gf.import_tf_graph(args.src)
+            graph = import_tf_graph(args.src)
         if dst == "json":
             graph.save(args.dst)
         elif dst == "tf":
-            gf.export_tf_graph(graph, args.dst)
+            export_tf_graph(graph, args.dst)
         else:
-            gf.export_onnx(graph, [_output_name(n) for n in args.input] or None,
-                           [_output_name(n) for n in args.output] or None, args.dst,
-                           opset=18 if args.opset is None else args.opset)
+            export_onnx(graph, [_output_name(n) for n in args.input] or None,
+                        [_output_name(n) for n in args.output] or None, args.dst,
+                        opset=18 if args.opset is None else args.opset)
     except ImportError as e:  # an optional extra that is not installed
         raise CommandError(str(e)) from None
     print(f"wrote {args.dst} ({len(graph)} nodes of {args.src})", file=sys.stderr)
@@ -318,7 +321,8 @@ def _load(path: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    """The command line: one sub-parser per verb."""
+    from .version import __version__
 
     parser = argparse.ArgumentParser(
         prog="graphflow", description="Look at, document, run and convert saved graphflow "
@@ -326,7 +330,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 success, 1 failure, 2 bad usage.")
     parser.add_argument("--version", action="version", version=f"graphflow {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for add_verb in (_add_show, _add_inspect, _add_run, _add_ops, _add_convert):
+        add_verb(verbs)
+    return parser
 
+
+def _add_show(verbs) -> None:
+    """``graphflow show``: draw a graph."""
     show = verbs.add_parser("show", help="draw a graph (DOT text, or SVG/PNG/PDF via Graphviz)",
                             description="Print the graph as Graphviz DOT text, or write it to "
                             "-o FILE: .dot writes the text, .svg/.png/.pdf render it with "
@@ -338,11 +348,17 @@ def build_parser() -> argparse.ArgumentParser:
                       help="draw the element-wise regions a plan fuses as clusters")
     show.set_defaults(func=_cmd_show, parser=show)
 
+
+def _add_inspect(verbs) -> None:
+    """``graphflow inspect``: list a graph's nodes and fused regions."""
     inspect = verbs.add_parser("inspect", help="list a graph's nodes, types, dtypes and shapes, "
                                "and the element-wise regions a plan fuses")
     inspect.add_argument("graph", metavar="GRAPH", help="a GraphDef JSON file")
     inspect.set_defaults(func=_cmd_inspect, parser=inspect)
 
+
+def _add_run(verbs) -> None:
+    """``graphflow run``: run a graph, print (and save) what it fetches."""
     run = verbs.add_parser("run", help="run a graph and print the fetched values",
                            description="Run a saved graph on the available devices and print "
                            "each fetched value.")
@@ -359,6 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="summarise arrays with more than N elements (default 1000)")
     run.set_defaults(func=_cmd_run, parser=run)
 
+
+def _add_ops(verbs) -> None:
+    """``graphflow ops``: the op reference."""
     ops = verbs.add_parser("ops", help="the op reference: signatures, shape rules, kernels",
                            description="List every registered op (or one op) with its "
                            "signature, shape rule and the devices that have kernels.")
@@ -366,6 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     ops.add_argument("--markdown", action="store_true", help="Markdown, as in docs/ops.md")
     ops.set_defaults(func=_cmd_ops, parser=ops)
 
+
+def _add_convert(verbs) -> None:
+    """``graphflow convert``: between graphflow, TensorFlow and ONNX files."""
     convert = verbs.add_parser(
         "convert", help="convert a graph between .json, .pb/.pbtxt and .onnx",
         description="Convert a graph file by extension: .json (graphflow's own, graph.save), "
@@ -384,7 +406,6 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--opset", type=int, metavar="N", help="ONNX opset (default 18)")
     convert.add_argument("-f", "--force", action="store_true", help="overwrite OUT")
     convert.set_defaults(func=_cmd_convert, parser=convert)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

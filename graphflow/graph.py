@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
-from . import operators
 from .dtypes import DType
 from .errors import InvalidArgumentError, NotFoundError
 from .shapes import TensorShape
@@ -58,7 +57,10 @@ class Output:
     def __repr__(self) -> str:
         return f"<gf.Output '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
 
-    # -- Python operators, as tf.Tensor's in graph mode (graphflow.operators) ---------
+    # -- Python operators, as tf.Tensor's in graph mode -------------------------------
+    # ``x + y``, ``x[1:]``... build ops: graphflow.operators installs them when the op
+    # set is loaded (as TensorFlow's math_ops installs tf.Tensor's), so the data model
+    # knows no op.
     #: numpy hands ``array + x`` to ``x.__radd__`` instead of looping over the array.
     __array_priority__ = 100
     #: numpy's functions refuse an Output (``np.add(x, 1)``, ``np.sum(x)``: a TypeError)
@@ -71,75 +73,6 @@ class Output:
             f"Using a graphflow Output as a Python bool is not allowed: {self.name} has a "
             f"value only when a Session runs it. Build the condition into the graph "
             f"(e.g. scope.select_v2), or compare Outputs with `is`.")
-
-    def __add__(self, other):
-        return operators.binary("add", self, other, self)
-
-    def __radd__(self, other):
-        return operators.binary("add", other, self, self)
-
-    def __sub__(self, other):
-        return operators.binary("sub", self, other, self)
-
-    def __rsub__(self, other):
-        return operators.binary("sub", other, self, self)
-
-    def __mul__(self, other):
-        return operators.binary("mul", self, other, self)
-
-    def __rmul__(self, other):
-        return operators.binary("mul", other, self, self)
-
-    def __truediv__(self, other):
-        return operators.truediv(self, other, self)
-
-    def __rtruediv__(self, other):
-        return operators.truediv(other, self, self)
-
-    def __floordiv__(self, other):
-        return operators.binary("floor_div", self, other, self)
-
-    def __rfloordiv__(self, other):
-        return operators.binary("floor_div", other, self, self)
-
-    def __mod__(self, other):
-        return operators.binary("floor_mod", self, other, self)
-
-    def __rmod__(self, other):
-        return operators.binary("floor_mod", other, self, self)
-
-    def __neg__(self):
-        return operators.unary("neg", self)
-
-    def __lt__(self, other):
-        return operators.binary("less", self, other, self)
-
-    def __gt__(self, other):
-        return operators.binary("greater", self, other, self)
-
-    def __and__(self, other):
-        return operators.binary("logical_and", self, other, self)
-
-    def __rand__(self, other):
-        return operators.binary("logical_and", other, self, self)
-
-    def __or__(self, other):
-        return operators.binary("logical_or", self, other, self)
-
-    def __ror__(self, other):
-        return operators.binary("logical_or", other, self, self)
-
-    def __xor__(self, other):
-        return operators.logical_xor(self, other, self)
-
-    def __rxor__(self, other):
-        return operators.logical_xor(other, self, self)
-
-    def __invert__(self):
-        return operators.unary("logical_not", self)
-
-    def __getitem__(self, key):
-        return operators.getitem(self, key)
 
     def __iter__(self):
         raise TypeError(f"Iterating over a graphflow Output ({self.name}) is not allowed: it "
@@ -308,10 +241,8 @@ class Graph:
         from .serialization import save
         save(self, path)
 
-    def to_dot(self, **options: Any) -> str:
-        """Graphviz DOT text of the graph (see graphflow.visualize.to_dot)."""
-        from .visualize import to_dot
-        return to_dot(self, **options)
+    # ``to_dot(**options)``, Graphviz DOT text of the graph, is installed by
+    # graphflow.visualize, a tool (``fused=True`` asks the runtime's planner).
 
     def to_networkx(self):
         """A networkx.DiGraph: one node per op; data edges (kind='data', with the

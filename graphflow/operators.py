@@ -10,6 +10,10 @@ divide as float32 (8 and 16 bits) or float64 (32 and 64 bits). ``x[...]`` takes
 ints, slices of step 1, ``...`` and None (Slice, Squeeze, ExpandDims). ``==`` and
 ``!=`` stay identity (Outputs are dict keys), as in TensorFlow's graph mode;
 ``<=``, ``>=`` and the other operators are left out until the ops they need exist.
+
+The data model (graphflow/graph.py) knows no op: :func:`install_operators` puts
+these methods on Output once the op set is loaded (the package facade calls it), as
+TensorFlow's math_ops installs tf.Tensor's operators.
 """
 from __future__ import annotations
 
@@ -29,6 +33,47 @@ if TYPE_CHECKING:  # pragma: no cover
 TRUEDIV_FLOAT: dict[DType, DType] = {
     int8: float32, uint8: float32, int16: float32, uint16: float32,
     int32: float64, uint32: float64, int64: float64, uint64: float64}
+
+
+#: ``x <op> y`` and ``y <op> x`` (``__<op>__``, ``__r<op>__``): the builder they call.
+_BINARY_BUILDERS = {"add": "add", "sub": "sub", "mul": "mul", "floordiv": "floor_div",
+                    "mod": "floor_mod", "and": "logical_and", "or": "logical_or"}
+#: ``x < y``, ``x > y``: the builder they call (numpy reflects ``array < x`` itself).
+_COMPARISON_BUILDERS = {"lt": "less", "gt": "greater"}
+#: ``-x``, ``~x``: the builder they call.
+_UNARY_BUILDERS = {"neg": "neg", "invert": "logical_not"}
+
+
+def install_operators(output_class: type) -> None:
+    """Give ``output_class`` (graphflow's Output) Python's operators: each builds its op
+    with the builder methods of the registered op set."""
+    methods = {"__truediv__": lambda self, other: truediv(self, other, self),
+               "__rtruediv__": lambda self, other: truediv(other, self, self),
+               "__xor__": lambda self, other: logical_xor(self, other, self),
+               "__rxor__": lambda self, other: logical_xor(other, self, self),
+               "__getitem__": lambda self, key: getitem(self, key)}
+    for op, builder in _BINARY_BUILDERS.items():
+        methods[f"__{op}__"] = _forward(builder)
+        methods[f"__r{op}__"] = _reflected(builder)
+    for op, builder in _COMPARISON_BUILDERS.items():
+        methods[f"__{op}__"] = _forward(builder)
+    for op, builder in _UNARY_BUILDERS.items():
+        methods[f"__{op}__"] = _unary(builder)
+    for name, fn in methods.items():
+        fn.__name__, fn.__qualname__ = name, f"{output_class.__name__}.{name}"
+        setattr(output_class, name, fn)
+
+
+def _forward(builder: str):
+    return lambda self, other: binary(builder, self, other, self)
+
+
+def _reflected(builder: str):
+    return lambda self, other: binary(builder, other, self, self)
+
+
+def _unary(builder: str):
+    return lambda self: unary(builder, self)
 
 
 def scope_of(x: "Output") -> "Scope":

@@ -144,6 +144,16 @@ def to_dot(graph: "Graph", *, legend: bool = True, rankdir: str = "TB",
     return "\n".join(lines) + "\n"
 
 
+def install_to_dot(graph_class: type) -> None:
+    """Give ``graph_class`` (graphflow's Graph) ``to_dot(**options)``: :func:`to_dot` of
+    the graph. Installed from here, a tool, so that the data model needs no runtime."""
+    def graph_to_dot(self, **options) -> str:
+        """Graphviz DOT text of the graph (see graphflow.visualize.to_dot)."""
+        return to_dot(self, **options)
+    graph_to_dot.__name__, graph_to_dot.__qualname__ = "to_dot", f"{graph_class.__name__}.to_dot"
+    graph_class.to_dot = graph_to_dot
+
+
 def _fused_regions(graph: "Graph") -> list:
     from graphflow.runtime.fusion import plan_regions
     return plan_regions(graph)
@@ -205,4 +215,4 @@ def render(dot_text: str, path: str | os.PathLike, fmt: str | None = None) -> No
                                  f"{done.stderr.decode(errors='replace').strip()}")
 
 
-__all__ = ["to_dot", "render", "dot_binary", "device_type", "DEVICE_COLORS", "RENDER_FORMATS"]
+__all__ = ["to_dot", "install_to_dot", "render", "dot_binary", "device_type", "DEVICE_COLORS", "RENDER_FORMATS"]

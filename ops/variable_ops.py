@@ -29,7 +29,6 @@ import numpy as np
 from graphflow.dtypes import ALL_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, bool_, int32, int64
 from graphflow.errors import InvalidArgumentError
 from graphflow.registry import ShapeAttr, StringAttr, TypeAttr, register_op
-from graphflow.runtime.resources import active_journal
 from graphflow.shapes import TensorShape, debug_string
 
 from .index_checks import check_tensor_scatter_inputs
@@ -274,7 +273,7 @@ def _resource_scatter_op(name: str, op: str, types, doc: str):
             state.check_dtype(updates.dtype, "update")
 
             def stored() -> np.ndarray:  # called once every index is validated
-                if active_journal() is not None:
+                if state.journaled:
                     _journal_scatter(state, indices)
                 return value
             scatter_on_cpu(ctx, value.shape, indices, updates, op, stored,
@@ -310,7 +309,7 @@ def _lean_row_adder(spec, op: str, full: Callable) -> Callable | None:
             if value is not None and value.dtype == dtype and updates.dtype == dtype \
                     and value.ndim >= 1 and value.size and value.flags.c_contiguous \
                     and updates.shape == rows_shape + value.shape[1:] \
-                    and active_journal() is None \
+                    and not state.journaled \
                     and add(value.reshape(value.shape[0], -1),
                             np.ascontiguousarray(indices).reshape(-1),
                             np.ascontiguousarray(updates).reshape(n, -1)):

@@ -147,6 +147,12 @@ class VariableState:
                 f"gf.global_variables_initializer(graph)) or restore a checkpoint first.")
         return self.value
 
+    @property
+    def journaled(self) -> bool:
+        """Whether the run this thread executes keeps an undo journal (a cluster's run):
+        a kernel that writes the value then saves what it overwrites first."""
+        return active_journal() is not None
+
     def journal_rows(self, offsets: np.ndarray, slice_size: int) -> None:
         """Before writing rows ``offsets`` of the value seen as ``[-1, slice_size]``: save
         them in the run's undo journal, if it keeps one. Call with ``lock`` held."""

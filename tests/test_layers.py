@@ -1,0 +1,138 @@
+"""graphflow's layers hold: no module imports from a layer above its own.
+
+From the bottom up:
+
+0. core     graphflow/*.py and graphflow/interop/: dtypes, shapes, Graph, the op
+            registry, Scope and the builder, the kernel-facing interface
+            (kernel_context, output_check, memory_limit, host_eval), gradients,
+            variables, nn, serialization and the converters.
+1. ops      graphflow.ops (ops/): the operator set, its kernels and index libraries.
+2. runtime  graphflow.runtime (runtime/): devices, placement, plan passes, the
+            executor, Session, distributed runs.
+3. tools    what acts on a Session: saver, gradient_check, summary, visualize (its
+            ``fused=True`` asks the runtime's planner), cli, and train (gf.train holds
+            the Saver, as TensorFlow's training/ sits above its client).
+4. facade   graphflow/__init__.py (and ``python -m graphflow``): puts the layers
+            together and installs what a lower layer's classes get from a higher one
+            (Output's operators, Graph.to_dot).
+
+Every import counts: at module level, inside functions and under TYPE_CHECKING,
+``import x`` and ``from x import y``, relative ones resolved. A layer may import
+its own and any layer below it.
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import graphflow
+import graphflow.ops
+import graphflow.runtime
+
+CORE, OPS, RUNTIME, TOOLS, FACADE = range(5)
+LAYER_NAMES = ("core", "ops", "runtime", "tools", "facade")
+
+TOOL_MODULES = {"graphflow.saver", "graphflow.gradient_check", "graphflow.summary",
+                "graphflow.visualize", "graphflow.cli", "graphflow.train"}
+FACADE_MODULES = {"graphflow", "graphflow.__main__"}
+
+#: (importer, imported): an edge that climbs, allowed, with the reason.
+EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+PACKAGE_DIRS = {
+    "graphflow": pathlib.Path(graphflow.__file__).parent,
+    "graphflow.ops": pathlib.Path(graphflow.ops.__file__).parent,
+    "graphflow.runtime": pathlib.Path(graphflow.runtime.__file__).parent,
+}
+
+
+def layer_of(module: str) -> int:
+    if module in FACADE_MODULES:
+        return FACADE
+    if module in TOOL_MODULES:
+        return TOOLS
+    if module == "graphflow.runtime" or module.startswith("graphflow.runtime."):
+        return RUNTIME
+    if module == "graphflow.ops" or module.startswith("graphflow.ops."):
+        return OPS
+    return CORE
+
+
+def graphflow_modules() -> dict[str, pathlib.Path]:
+    """Every module of the package, by dotted name ("graphflow.ops" is ops/__init__.py)."""
+    modules = {}
+    for package, directory in PACKAGE_DIRS.items():
+        for path in sorted(directory.rglob("*.py")):
+            parts = list(path.relative_to(directory).with_suffix("").parts)
+            if parts[0] in {"ops", "runtime"} and package == "graphflow":
+                continue  # not the mapped folders (never created inside graphflow/)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join([package] + parts)] = path
+    return modules
+
+
+def imported_modules(module: str, path: pathlib.Path, node: ast.AST,
+                     known: dict[str, pathlib.Path]) -> list[str]:
+    """The graphflow modules an import statement reaches: ``from p import name`` is
+    p.name when that is a module, else p."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+        return [n for n in names if n == "graphflow" or n.startswith("graphflow.")]
+    package = module.split(".")
+    if path.name != "__init__.py":
+        package.pop()
+    if node.level:
+        package = package[:len(package) - (node.level - 1)]
+        base = ".".join(package + ([node.module] if node.module else []))
+    else:
+        base = node.module or ""
+    if base != "graphflow" and not base.startswith("graphflow."):
+        return []
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+
+
+def import_edges() -> list[tuple[str, int, str]]:
+    """(importer, line, imported) for every import of a graphflow module."""
+    known = graphflow_modules()
+    edges = []
+    for module, path in known.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in imported_modules(module, path, node, known):
+                    edges.append((module, node.lineno, target))
+    return edges
+
+
+def climbing(edges) -> list[str]:
+    return [f"{module}:{line} imports {target} ({LAYER_NAMES[layer_of(module)]} -> "
+            f"{LAYER_NAMES[layer_of(target)]})"
+            for module, line, target in edges
+            if layer_of(target) > layer_of(module) and (module, target) not in EXCEPTIONS]
+
+
+def test_no_import_climbs_a_layer():
+    bad = climbing(import_edges())
+    assert not bad, "imports that climb a layer:\n" + "\n".join(bad)
+
+
+def test_the_walk_sees_every_kind_of_import():
+    """The walk finds imports in functions, relative ones and ``from p import module``."""
+    edges = set((m, t) for m, _, t in import_edges())
+    assert ("graphflow.runtime.steps", "graphflow.output_check") in edges  # absolute
+    assert ("graphflow.runtime", "graphflow.runtime.session") in edges  # relative, package
+    assert ("graphflow.cli", "graphflow.serialization") in edges  # inside a function
+    assert ("graphflow", "graphflow.ops") in edges  # from . import module
+
+
+def test_a_climbing_edge_is_reported_with_its_place():
+    edges = [("graphflow.graph", 17, "graphflow.runtime.session"),
+             ("graphflow.ops.math_ops", 3, "graphflow.registry")]
+    assert climbing(edges) == [
+        "graphflow.graph:17 imports graphflow.runtime.session (core -> runtime)"]
+
+
+def test_every_exception_is_still_needed():
+    edges = set((m, t) for m, _, t in import_edges())
+    assert not set(EXCEPTIONS) - edges, "exceptions no import needs any more"
