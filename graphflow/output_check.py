@@ -16,6 +16,7 @@ import numpy as np
 
 from .errors import InternalError
 from .graph import Operation
+from .refcounts import HELD_BY_ONE_LOCAL
 
 
 def checked_kernel(fn: Callable, op: Operation, device) -> Callable:
@@ -74,9 +75,9 @@ def _checked_single(fn: Callable, op: Operation, check: Callable) -> Callable:
             check(value, 0)
             if isinstance(value, ndarray):  # np.ma, np.matrix: its plain data, as a feed
                 value = value.view(ndarray)
-        # held by ``value`` and getrefcount's argument when nothing else holds it
+        # held by the local name ``value`` alone when nothing else holds it
         if fresh and type(value) is ndarray and (
-                value.base is not None or getrefcount(value) > 2):
+                value.base is not None or getrefcount(value) > HELD_BY_ONE_LOCAL):
             value = value.copy()
         return value
     return checked
@@ -105,9 +106,9 @@ def _checked_list(fn: Callable, op: Operation, check: Callable) -> Callable:
             check(value, i)
             if isinstance(value, ndarray) and type(value) is not ndarray:
                 value = values[i] = value.view(ndarray)  # its plain data, as a feed's
-            # held by ``values``, ``value`` and getrefcount's argument when private
+            # held by the local name ``value`` and the list ``values`` when private
             if fresh and type(value) is ndarray and (
-                    value.base is not None or getrefcount(value) > 3):
+                    value.base is not None or getrefcount(value) > HELD_BY_ONE_LOCAL + 1):
                 values[i] = value.copy()
         return values
     return checked_list

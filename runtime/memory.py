@@ -12,8 +12,9 @@ declarations: the array owns its memory (``base is None``: it is not a view,
 so no view of another value), is writeable (constants and feeds are read-only
 views), and its reference count shows no holder besides the slot list being
 cleared (a view of it, an alias in another slot, an array the user holds or a
-kernel cached all hold a reference). Fed, fetched and constant values are
-therefore never reused or written.
+kernel cached all hold a reference; what the count is then is measured at import,
+graphflow/refcounts.py). Fed, fetched and constant values are therefore never
+reused or written.
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ import threading
 from collections import OrderedDict
 
 import numpy as np
+
+from graphflow.refcounts import HELD_BY_ONE_LOCAL
 
 #: A pool holds at most this many bytes; the least recently released shapes go first.
 MAX_POOLED_BYTES = 1 << 30
@@ -32,9 +35,9 @@ MAX_POOLED_PER_SHAPE = 8
 #: Buffers smaller than this go back to the allocator, which is fast for them.
 MIN_POOLED_BYTES = 1 << 16
 
-#: References to a private array while ``release`` looks at it, once its slot is
-#: cleared: ``release``'s local name and ``sys.getrefcount``'s argument.
-_PRIVATE_REFCOUNT = 2
+#: The reference count of a private array while ``release`` looks at it, once its slot
+#: is cleared: ``release``'s local name is its only holder.
+_PRIVATE_REFCOUNT = HELD_BY_ONE_LOCAL
 
 
 class BufferPool:
