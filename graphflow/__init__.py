@@ -19,7 +19,7 @@ operators (graphflow.operators, once the op set is loaded) and Graph.to_dot.
 """
 from __future__ import annotations
 
-from . import errors
+from . import errors, registry
 from .dtypes import (DType, as_dtype, bool_, complex64, complex128, float16, float32, float64,
                      int8, int16, int32, int64, string, uint8, uint16, uint32, uint64)
 from .graph import Graph, Operation, Output
@@ -31,7 +31,8 @@ from .shapes import TensorShape
 
 bool = bool_  # noqa: A001 - gf.bool, as tf.bool
 
-from . import ops  # noqa: E402  (registers the operator set)
+with registry.own_kernels():  # graphflow's own kernels: run unchecked (output_check.py)
+    from . import ops  # noqa: E402  (registers the operator set)
 from . import operators  # noqa: E402
 operators.install_operators(Output)  # x + y, x[1:]... build ops of the set just loaded
 from .runtime import RunMetadata, RunOptions, Session, SessionConfig, list_devices  # noqa: E402

@@ -23,10 +23,11 @@ whose length is the int attr N), ``"outputs: num_partitions * T"``.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -259,13 +260,32 @@ class ArgSpec:
 
 
 # -- kernels -------------------------------------------------------------------
+_registering_own_kernels = False
+
+
+@contextlib.contextmanager
+def own_kernels() -> Iterator[None]:
+    """Kernels and preparers registered inside are graphflow's own (the package facade
+    loads its op set so): their tests check what they return, and the runtime calls
+    them as they are. Any other, a user's kernel of a graphflow op too, is checked
+    (graphflow/output_check.py)."""
+    global _registering_own_kernels
+    before, _registering_own_kernels = _registering_own_kernels, True
+    try:
+        yield
+    finally:
+        _registering_own_kernels = before
+
+
 @dataclass(frozen=True)
 class KernelDef:
-    """A kernel for one device type, valid where every constrained attr matches."""
+    """A kernel for one device type, valid where every constrained attr matches;
+    ``trusted`` when it is graphflow's own (see :func:`own_kernels`)."""
 
     fn: Callable
     device_type: str
     constraints: dict[str, tuple]
+    trusted: bool = False
 
     def matches(self, attrs: dict[str, Any]) -> bool:
         return all(attrs.get(k) in allowed for k, allowed in self.constraints.items())
@@ -295,6 +315,7 @@ class OpDef:
     gradient_function: Callable | None = None  # or NOT_DIFFERENTIABLE
     gradient_site: str = ""                    # file:line of that declaration
     preparers: dict[str, Callable] = field(default_factory=dict)  # device type -> prepare
+    trusted_preparers: set[str] = field(default_factory=set)  # device types: own_kernels()
     elementwise: Any = None  # its element-wise trait (ops/elementwise_table.py), if any
 
     # derived at registration
@@ -325,7 +346,8 @@ class OpDef:
 
         def register(fn: Callable) -> Callable:
             self.kernels.append(KernelDef(fn, device_type,
-                                          {k: tuple(v) for k, v in constraints.items()}))
+                                          {k: tuple(v) for k, v in constraints.items()},
+                                          trusted=_registering_own_kernels))
             return fn
         return register
 
@@ -339,6 +361,8 @@ class OpDef:
 
         def register(fn: Callable) -> Callable:
             self.preparers[device_type] = fn
+            if _registering_own_kernels:
+                self.trusted_preparers.add(device_type)
             return fn
         return register
 

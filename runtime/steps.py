@@ -60,14 +60,16 @@ class KernelStep(Step):
         (graphflow/memory_limit.py). Needs the step's context."""
         op = self.op
         device_type = self.device.device_type
-        fn = op.op_def.find_kernel(device_type, dict(op.attrs)).fn
+        registered = op.op_def.find_kernel(device_type, dict(op.attrs))
+        fn, trusted = registered.fn, registered.trusted
         prepare = op.op_def.preparers.get(device_type)
         if prepare is not None and self.ctx is not None \
                 and getattr(self.ctx.config, "optimize", True):
             lean = prepare(KernelSpec(self.ctx, self.values, op.outputs))
             if lean is not None:
-                fn = lean
-        return limit_outputs(self.device.bind(checked_kernel(fn, op, self.device)), op, self.ctx)
+                fn, trusted = lean, device_type in op.op_def.trusted_preparers
+        checked = checked_kernel(fn, op, self.device, trusted=trusted)
+        return limit_outputs(self.device.bind(checked), op, self.ctx)
 
     def compile(self, release: Sequence[int], release_fn) -> Callable:
         return _kernel_closure(self, tuple(release), release_fn)
