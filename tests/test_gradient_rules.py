@@ -247,7 +247,7 @@ def test_declaring_a_gradient_twice_is_an_error():
 def test_declaring_a_gradient_after_not_differentiable_is_an_error():
     op = _fresh_op("EdgeNotDiffThenGrad")
     op.not_differentiable()
-    with pytest.raises(ValueError, match="declared not differentiable at .*test_gradient_edges"):
+    with pytest.raises(ValueError, match="declared not differentiable at .*test_gradient_rules"):
         op.gradient(lambda g, grad: [grad])
     other = _fresh_op("EdgeGradThenNotDiff")
     other.gradient(lambda g, grad: [grad])
