@@ -74,19 +74,11 @@ def _add_rows_checked(out, column, rows, subtract):
     """out[column[i]] += rows[i] (-= with ``subtract``) in index order, for 2-D ``out``
     and a column of row indices of any integer dtype, each checked against the row
     count before anything is written: False (nothing written) when one is out of bounds."""
-    n, bound, width = column.shape[0], out.shape[0], U(rows.shape[1])
-    for i in range(n):
+    bound = out.shape[0]
+    for i in range(column.shape[0]):
         if column[i] < 0 or column[i] >= bound:
             return False
-    for i in range(n):
-        o = U(column[i])
-        for j in range(width):
-            if subtract:
-                out[o, j] -= rows[i, j]
-            else:
-                out[o, j] += rows[i, j]
-            if width == 1:
-                break
+    _add_rows(out, column, rows, subtract)
     return True
 
 
