@@ -1,5 +1,14 @@
-"""What a kernel sees besides its input arrays: attrs, node name, device, and
-whether it may write into an input's buffer."""
+"""What a kernel sees besides its input arrays: attrs, node name, device, whether
+it may write into an input's buffer, and the memory limit.
+
+This is the contract between kernels and whatever calls them: build-time
+evaluation (graphflow/host_eval.py), plan steps (runtime/) and fused kernels
+(ops/) all make one, which is why it lives in core. The memory limit is enforced
+here and only here: :meth:`KernelContext.check_allocation` raises, and
+:meth:`KernelContext.fits` and :attr:`KernelContext.allowed_bytes` are the same
+rule for callers that step aside instead (graphflow/memory_limit.py, lean and fused
+kernels).
+"""
 from __future__ import annotations
 
 import itertools
@@ -75,7 +84,7 @@ class KernelContext:
             dtype = np.dtype(dtype)
         if self.xp is np and len(shape) <= 2:
             nbytes = math.prod(shape) * dtype.itemsize
-            if nbytes < _POOLED_BYTES and (self.memory_limit is None or nbytes <= self.memory_limit):
+            if nbytes < _POOLED_BYTES and nbytes <= self.allowed_bytes:
                 # small: a new array (the pool keeps only big buffers), within the limit
                 return (np.zeros if zeroed else np.empty)(shape, dtype)
         if self.buffers is not None:
@@ -88,6 +97,17 @@ class KernelContext:
         # a new zeroed array costs no more than an empty one: the OS zeroes fresh pages
         return (self.xp.zeros if zeroed else self.xp.empty)(shape, dtype)
 
+    @property
+    def allowed_bytes(self) -> int:
+        """The most bytes one buffer may take: the memory limit, and never more than
+        numpy (an int64 byte count) can describe."""
+        return _MAX_BYTES if self.memory_limit is None else min(self.memory_limit, _MAX_BYTES)
+
+    def fits(self, num_elements: int, dtype) -> bool:
+        """Whether ``num_elements`` of ``dtype`` may be allocated (see
+        :meth:`check_allocation`, which raises where this says False)."""
+        return _nbytes(num_elements, dtype) <= self.allowed_bytes
+
     def check_allocation(self, num_elements: int, dtype) -> None:
         """Raise ResourceExhaustedError before allocating past the memory limit.
 
@@ -95,13 +115,17 @@ class KernelContext:
         int64 product that may wrap): a size past 2**63 - 1 bytes fails even without
         a limit, before numpy sees it.
         """
-        itemsize = np.dtype(dtype).itemsize if dtype is not object else 8
-        nbytes = int(num_elements) * itemsize
-        limit = _MAX_BYTES if self.memory_limit is None else min(self.memory_limit, _MAX_BYTES)
+        nbytes = _nbytes(num_elements, dtype)
+        limit = self.allowed_bytes
         if nbytes > limit:
             raise ResourceExhaustedError(
                 f"OOM when allocating tensor with {int(num_elements)} elements of type "
                 f"{np.dtype(dtype).name} ({nbytes} bytes; memory limit {limit} bytes)")
+
+
+def _nbytes(num_elements: int, dtype) -> int:
+    itemsize = np.dtype(dtype).itemsize if dtype is not object else 8
+    return int(num_elements) * itemsize
 
 
 #: The largest buffer numpy (and an int64 byte count) can describe.

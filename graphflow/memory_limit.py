@@ -17,6 +17,10 @@ op's shape function gives:
 - after the kernel, for an output whose size even that leaves open (a
   data-dependent size, a user op without a shape function).
 
+Whether an output fits is the context's rule (KernelContext.fits and
+check_allocation, graphflow/kernel_context.py), the one place the limit is
+enforced.
+
 Not checked: ops whose outputs may alias their inputs (``fresh_outputs=False``:
 Identity, Reshape... allocate nothing new), and the rewrites' internal nodes
 before they run (a fused region checks itself and falls back to its nodes, which
@@ -28,7 +32,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .errors import ResourceExhaustedError
 from .inference import EMPTY_BOUNDS, MAX_FOLDED_ELEMENTS, ShapeContext
 from .shapes import TensorShape
 
@@ -54,7 +57,7 @@ def limit_outputs(fn: Callable, op, ctx) -> Callable:
     internal = op.op_def.internal
     if not internal:
         for n, dtype in zip(sizes, dtypes):
-            if n is not None and _too_big(ctx, n, dtype):
+            if n is not None and not ctx.fits(n, dtype):
                 return _refusing(ctx, n, dtype)
     open_outputs = tuple(i for i, n in enumerate(sizes) if n is None)
     if not open_outputs:
@@ -63,14 +66,6 @@ def limit_outputs(fn: Callable, op, ctx) -> Callable:
     if internal or op.op_def.shape_function is None:
         return _checked_after(fn, open_outputs, single)
     return _checked_before(fn, op, dtypes, open_outputs, single)
-
-
-def _too_big(ctx, num_elements: int, dtype) -> bool:
-    try:
-        ctx.check_allocation(num_elements, dtype)
-    except ResourceExhaustedError:
-        return True
-    return False
 
 
 def _refusing(ctx, num_elements: int, dtype) -> Callable:
@@ -106,50 +101,12 @@ def _checked_before(fn: Callable, op, dtypes: list, open_outputs: tuple[int, ...
     """Before each call: the sizes of the outputs ``open_outputs`` from the shape function
     on the actual inputs, remembered per input shapes (and the small values it read);
     after the call: those that stayed unknown."""
-    shape_function = op.op_def.shape_function
-    positions = {spec.name: k for k, spec in enumerate(op.op_def.inputs)}
-    remembered: dict = {}
-    read: list[int] = []  # inputs whose values the shape function reads: part of the key
-
-    def verdict(ctx, args) -> tuple | None:
-        """None when every output fits, else (elements and dtype of an output past the
-        limit, or None; the outputs to check after the kernel)."""
-        shapes = _CallShapes(op, args)
-        try:
-            result = shape_function(shapes)
-            result = [result] if isinstance(result, TensorShape) else list(result)
-            sizes = [TensorShape(result[i]).num_elements() for i in open_outputs]
-        except Exception:  # noqa: BLE001 - the kernel reports bad inputs in its own words
-            return None, open_outputs
-        finally:
-            now_read = sorted(positions[name] for name in shapes.read)
-            if now_read != read:
-                read[:] = now_read
-                remembered.clear()
-        over = next(((n, dtypes[i]) for i, n in zip(open_outputs, sizes)
-                     if n is not None and _too_big(ctx, n, dtypes[i])), None)
-        after = tuple(i for i, n in zip(open_outputs, sizes) if n is None)
-        return None if over is None and not after else (over, after)
-
-    has_lists = any(spec.is_list for spec in op.op_def.inputs)
+    verdicts = _Verdicts(op, dtypes, open_outputs)
 
     def checked(ctx, *args):
-        try:  # the common key first: the shapes of plain array inputs
-            key = _key(args, read) if has_lists or read else tuple([a.shape for a in args])
-        except AttributeError:  # an input without a shape (a device's own value type)
-            key = _key(args, read)
-        found = remembered.get(key, _UNSEEN)
-        if found is None:  # seen, and every output fits: nothing more to check
+        found = verdicts.of(ctx, args)
+        if found is None:  # every output fits: nothing more to check
             return fn(ctx, *args)
-        if found is _UNSEEN:
-            found = verdict(ctx, args)
-            key = _key(args, read)  # the first verdict tells which values matter
-            if key is not None:
-                if len(remembered) >= MAX_REMEMBERED_SHAPES:
-                    remembered.clear()
-                remembered[key] = found
-            if found is None:
-                return fn(ctx, *args)
         over, after = found
         if over is not None:
             ctx.check_allocation(*over)  # raises ResourceExhaustedError
@@ -159,8 +116,71 @@ def _checked_before(fn: Callable, op, dtypes: list, open_outputs: tuple[int, ...
         _check_results(ctx, result, after, single)
         return result
 
-    fast = None if has_lists else _FAST_PATHS.get(len(op.op_def.inputs))
-    return checked if fast is None else fast(fn, remembered, checked)
+    fast = None if verdicts.has_lists else _FAST_PATHS.get(len(op.op_def.inputs))
+    return checked if fast is None else fast(fn, verdicts.remembered, checked)
+
+
+class _Verdicts:
+    """What a node's shape function says of its open outputs for the inputs of a call:
+    None when every output fits, else (elements and dtype of an output past the limit,
+    or None; the outputs to check after the kernel). Remembered per input shapes, and
+    the values of the inputs the shape function reads (``read``)."""
+
+    __slots__ = ("op", "dtypes", "open_outputs", "positions", "has_lists", "remembered", "read")
+
+    def __init__(self, op, dtypes: list, open_outputs: tuple[int, ...]):
+        self.op = op
+        self.dtypes = dtypes
+        self.open_outputs = open_outputs
+        self.positions = {spec.name: k for k, spec in enumerate(op.op_def.inputs)}
+        self.has_lists = any(spec.is_list for spec in op.op_def.inputs)
+        self.remembered: dict = {}  # the fast paths read it: cleared, never replaced
+        self.read: list[int] = []
+
+    def of(self, ctx, args: tuple) -> tuple | None:
+        """The verdict for the call's ``args``: remembered, or decided now."""
+        read = self.read
+        try:  # the common key first: the shapes of plain array inputs
+            key = _key(args, read) if self.has_lists or read else tuple([a.shape for a in args])
+        except AttributeError:  # an input without a shape (a device's own value type)
+            key = _key(args, read)
+        found = self.remembered.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = self.decide(ctx, args)
+            self.remember(_key(args, self.read), found)  # the first verdict tells which values matter
+        return found
+
+    def remember(self, key: tuple | None, found: tuple | None) -> None:
+        if key is None:
+            return
+        if len(self.remembered) >= MAX_REMEMBERED_SHAPES:
+            self.remembered.clear()
+        self.remembered[key] = found
+
+    def decide(self, ctx, args: tuple) -> tuple | None:
+        """The verdict from the shape function run on the call's inputs."""
+        open_outputs, dtypes = self.open_outputs, self.dtypes
+        shapes = _CallShapes(self.op, args)
+        try:
+            result = self.op.op_def.shape_function(shapes)
+            result = [result] if isinstance(result, TensorShape) else list(result)
+            sizes = [TensorShape(result[i]).num_elements() for i in open_outputs]
+        except Exception:  # noqa: BLE001 - the kernel reports bad inputs in its own words
+            return None, open_outputs
+        finally:
+            self._note_read(shapes.read)
+        over = next(((n, dtypes[i]) for i, n in zip(open_outputs, sizes)
+                     if n is not None and not ctx.fits(n, dtypes[i])), None)
+        after = tuple(i for i, n in zip(open_outputs, sizes) if n is None)
+        return None if over is None and not after else (over, after)
+
+    def _note_read(self, names: set[str]) -> None:
+        """Which inputs' values the shape function read: a change makes the remembered
+        verdicts' keys wrong, so they are forgotten."""
+        now_read = sorted(self.positions[name] for name in names)
+        if now_read != self.read:
+            self.read[:] = now_read
+            self.remembered.clear()
 
 
 def _fits_1(fn: Callable, remembered: dict, checked: Callable) -> Callable:

@@ -244,8 +244,4 @@ def row_writer(op: str, dtype: np.dtype, rows_shape: tuple, slice_size: int) -> 
 def over_memory_limit(ctx, dims: Sequence[int], dtype: np.dtype) -> bool:
     """Whether an output of ``dims`` would pass the session's memory limit: the lean
     kernel then steps aside, and the full kernel raises, in its words."""
-    try:
-        ctx.check_allocation(math.prod(dims), dtype)
-    except Exception:  # noqa: BLE001 - the full kernel raises it, in its words
-        return True
-    return False
+    return not ctx.fits(math.prod(dims), dtype)

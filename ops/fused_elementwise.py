@@ -44,9 +44,6 @@ FusedElementwise = register_op(
     doc="The element-wise ops of the attr 'region' computed in one pass; each input and "
         "output has the dtype of the value it stands for (T is the first output's).")
 
-#: The largest buffer numpy (and an int64 byte count) can describe.
-_MAX_BYTES = 2 ** 63 - 1
-
 log = logging.getLogger("graphflow.fusion")
 
 
@@ -73,7 +70,7 @@ def _compiled(ctx):
         ctx.cache["per_node_runs"] = ctx.cache.get("per_node_runs", 0) + 1  # for tests, stats
         return node_by_node(inputs)
     itemsize = max(np.dtype(dtype).itemsize for _, dtype, _ in program.nodes)
-    limit = _MAX_BYTES if ctx.memory_limit is None else min(ctx.memory_limit, _MAX_BYTES)
+    limit = ctx.allowed_bytes
     if limit < itemsize:
         return per_node  # a limit below one element: the nodes' own checks decide
     # past max_elements an unfused node may raise: let it
@@ -223,7 +220,7 @@ def _prepare_fused(spec):
     out_dtypes = tuple(np.dtype(program.nodes[i][1]) for i in program.outputs)
     n = math.prod(shape)
     ctx = spec.ctx
-    limit = _MAX_BYTES if ctx.memory_limit is None else min(ctx.memory_limit, _MAX_BYTES)
+    limit = ctx.allowed_bytes
     if n * max(d.itemsize for d in out_dtypes) > limit:
         return None
     fn = program.kernel(scalars, 0)
