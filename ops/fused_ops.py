@@ -38,6 +38,7 @@ from graphflow.registry import IntAttr, TypeAttr, op_def, register_op
 from graphflow.shapes import debug_string
 
 from .elementwise_table import COMPILED_DTYPES, type_aliases
+from .fused_elementwise import compiled_for
 from .intra_op import run_in_chunks
 from .jit import load_generated
 from .partition_loops import first_bad_id, readonly
@@ -169,6 +170,7 @@ def _partitioned_select(ctx, data, selector, scalars):
     data = np.asarray(data)
     if not _compiles(ctx, data):
         return _select_numpy(ctx, data, selector, scalars)
+    selectors = selector
     # read-only views throughout: one compiled signature for feeds and intermediates
     x = readonly(np.ascontiguousarray(data))
     selector = readonly(np.ascontiguousarray(selector[0])) if selector else None
@@ -188,6 +190,9 @@ def _partitioned_select(ctx, data, selector, scalars):
     if selector is None:
         selector = x  # not read: the pass compares x itself
     out = ctx.empty(x.shape, ctx.attrs["Tout"].as_numpy_dtype)
+    if not compiled_for(fn, (x, selector, branch_of, values, out, 0, n)):
+        # tiered compilation: numpy's whole-array chains (the same bits) until it is
+        return _select_numpy(ctx, data, selectors, scalars)
     run_in_chunks(lambda start, stop: fn(x, selector, branch_of, values, out, start, stop),
                   n, 2 * n)
     return out
