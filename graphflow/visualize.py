@@ -87,49 +87,66 @@ def to_dot(graph: "Graph", *, legend: bool = True, rankdir: str = "TB",
     draws each element-wise region that a plan fetching the graph's unread outputs
     fuses into one kernel (runtime/fusion.py) as a filled cluster of the ops it
     replaces, inside the innermost name scope that holds them all."""
+    ops = graph.operations()
     lines = ["digraph graphflow {",
              f"  graph [rankdir={rankdir}, fontname=Helvetica, fontsize=10];",
              '  node [shape=box, style="rounded,filled", fontname=Helvetica, fontsize=10];',
              "  edge [fontname=Helvetica, fontsize=9];"]
-    ops = graph.operations()
-    names = {op.name for op in ops}
-    regions = _fused_regions(graph) if fused else []
-    in_region = {op for r in regions for op in r.members}
-    region_scopes: dict[str, list] = {}
-    for r in regions:
-        region_scopes.setdefault(_common_scope([_scope_of(op.name, names) for op in r.members]),
-                                 []).append(r)
-    members: dict[str, list] = {scope: [] for scope in region_scopes}
-    for op in ops:
-        if op not in in_region:
-            members.setdefault(_scope_of(op.name, names), []).append(op)
-    children: dict[str, list[str]] = {}
-    for scope in sorted(members):
-        parts = scope.split("/") if scope else []
-        for depth in range(len(parts)):  # every enclosing scope, outermost first
-            parent, child = "/".join(parts[:depth]), "/".join(parts[:depth + 1])
-            if child not in children.setdefault(parent, []):
-                children[parent].append(child)
-    counter = iter(range(len(ops) + len(regions) + 1))
+    _ScopeTree(ops, _fused_regions(graph) if fused else []).emit(lines, "", "  ")
+    lines += _edge_lines(ops)
+    if legend:
+        lines += _legend()
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
-    def emit(scope: str, indent: str) -> None:
-        for child in children.get(scope, []):
-            lines.append(f"{indent}subgraph cluster_{next(counter)} {{")
+
+class _ScopeTree:
+    """The name scopes of a graph as nested clusters: per scope, its child scopes, the
+    fused regions drawn in it and the ops drawn directly in it."""
+
+    def __init__(self, ops: list, regions: list):
+        names = {op.name for op in ops}
+        in_region = {op for r in regions for op in r.members}
+        self.regions: dict[str, list] = {}
+        for r in regions:
+            scope = _common_scope([_scope_of(op.name, names) for op in r.members])
+            self.regions.setdefault(scope, []).append(r)
+        self.members: dict[str, list] = {scope: [] for scope in self.regions}
+        for op in ops:
+            if op not in in_region:
+                self.members.setdefault(_scope_of(op.name, names), []).append(op)
+        self.children: dict[str, list[str]] = {}
+        for scope in sorted(self.members):
+            parts = scope.split("/") if scope else []
+            for depth in range(len(parts)):  # every enclosing scope, outermost first
+                parent, child = "/".join(parts[:depth]), "/".join(parts[:depth + 1])
+                if child not in self.children.setdefault(parent, []):
+                    self.children[parent].append(child)
+        self._cluster_ids = iter(range(len(ops) + len(regions) + 1))
+
+    def emit(self, lines: list[str], scope: str, indent: str) -> None:
+        """The lines of ``scope``'s clusters and ops, its child scopes first."""
+        for child in self.children.get(scope, []):
+            lines.append(f"{indent}subgraph cluster_{next(self._cluster_ids)} {{")
             lines.append(f"{indent}  label={_quote(child.rsplit('/', 1)[-1])}; "
                          "style=\"rounded,dashed\"; color=gray60; fontcolor=gray30;")
-            emit(child, indent + "  ")
+            self.emit(lines, child, indent + "  ")
             lines.append(f"{indent}}}")
-        for r in region_scopes.get(scope, []):
-            lines.append(f"{indent}subgraph cluster_{next(counter)} {{")
+        for r in self.regions.get(scope, []):
+            lines.append(f"{indent}subgraph cluster_{next(self._cluster_ids)} {{")
             lines.append(f"{indent}  label={_quote('fused: ' + r.name)}; style=\"rounded,filled\"; "
                          f"fillcolor=\"{FUSED_COLOR}\"; color=gray50; fontcolor=gray30;")
             for op in r.members:
                 lines.append(indent + "  " + _node_line(op, scope))
             lines.append(f"{indent}}}")
-        for op in members.get(scope, []):
+        for op in self.members.get(scope, []):
             lines.append(indent + _node_line(op, scope))
 
-    emit("", "  ")
+
+def _edge_lines(ops: list) -> list[str]:
+    """Data edges labelled with the shape (and the output index of a multi-output
+    producer), then dashed control edges, per consumer."""
+    lines = []
     for op in ops:
         for src in op.inputs:
             port = f":{src.index} " if len(src.op.outputs) > 1 else ""
@@ -138,10 +155,7 @@ def to_dot(graph: "Graph", *, legend: bool = True, rankdir: str = "TB",
         for ctrl in op.control_inputs:
             lines.append(f"  {_quote(ctrl.name)} -> {_quote(op.name)} "
                          f"[style=dashed, color=gray40, arrowhead=odot];")
-    if legend:
-        lines += _legend()
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def install_to_dot(graph_class: type) -> None:

@@ -323,8 +323,21 @@ class DistributedPlan:
         addresses = {task: session.view.address(task) for task in self.tasks}
         expected = session.check_restarts(addresses, self.stateful)
         run_id = session.next_run()
-        trace = metadata is not None
         feeds = self._feeds(client, feed_values, addresses)
+        stage_futures, route_futures, everything = self._submit(
+            client, run_id, addresses, expected, metadata is not None, feeds)
+        fetched = self._settle(client, run_id, addresses, stage_futures,
+                               [route_futures[k] for k in self.client_routes], everything,
+                               metadata)
+        by_route = dict(zip(self.client_routes, fetched))
+        return [self._fetched(step, by_route, feed_values) for step in self.fetch_plan]
+
+    def _submit(self, client, run_id: str, addresses: dict[Task, str], expected: dict,
+                trace: bool, feeds: dict) -> tuple[list, dict[int, Any], list]:
+        """Every stage (and the lock chain, where it falls in ``order``) submitted to its
+        worker: the stage futures in stage order, the route futures, and every future
+        of the run."""
+        session = self.session
         lock_futures: dict[Task, Any] = {}
         route_futures: dict[int, Any] = {}
         by_index: dict[int, Any] = {}
@@ -351,12 +364,17 @@ class DistributedPlan:
         everything = stage_futures + [f for f in route_futures.values()
                                       if all(f is not g for g in stage_futures)]
         everything += lock_futures.values()
+        return stage_futures, route_futures, everything
+
+    def _settle(self, client, run_id: str, addresses: dict[Task, str], stage_futures: list,
+                client_futures: list, everything: list, metadata: RunMetadata | None) -> list:
+        """Wait for the run, then commit it and return what the client fetches; or cancel
+        it, take back its writes and raise why it failed."""
         try:
             failed = self._wait(everything, stage_futures, addresses)
             if failed is None:
-                fetched = client.gather([route_futures[k] for k in self.client_routes],
-                                        direct=True)
-                if trace:
+                fetched = client.gather(client_futures, direct=True)
+                if metadata is not None:
                     self._collect_events(client, stage_futures, addresses, metadata)
         except (KeyboardInterrupt, SystemExit):
             client.cancel(everything)
@@ -370,8 +388,7 @@ class DistributedPlan:
             self._finish(run_id, addresses, commit=False)
             raise failed
         self._finish(run_id, addresses, commit=True)
-        by_route = dict(zip(self.client_routes, fetched))
-        return [self._fetched(step, by_route, feed_values) for step in self.fetch_plan]
+        return fetched
 
     def _lock_chain(self, client, run_id: str, addresses: dict[Task, str],
                     route_futures: dict[int, Any]) -> dict:
