@@ -245,12 +245,19 @@ def _tiered() -> bool:
 _compiler = None  # one background thread: numba compiles one kernel at a time anyway
 _compiling: dict = {}  # (dispatcher, signature) -> Future
 _compiling_lock = threading.Lock()
+_asked: dict = {}  # (dispatcher, signature) -> calls that found it not compiled yet
+#: A kernel compiles from the call that asks for it this many times: a region that is
+#: run once (a first call, a graph evaluated once) runs its nodes, and numba never
+#: competes with it for the GIL.
+COMPILE_AFTER_CALLS = 2
 
 
 def compiled_for(fn, args: tuple) -> bool:
     """Whether numba dispatcher ``fn`` is compiled for ``args``' types. If not, with tiered
-    compilation on, its compilation (or loading from the disk cache) starts in the
-    background and False is returned; off, it compiles here, now."""
+    compilation on, False; its compilation (or loading from the disk cache) starts in
+    the background once it is asked for the :data:`COMPILE_AFTER_CALLS`-th time (a
+    graph run once never waits on numba, nor shares the GIL with it). Off, it compiles
+    here, now."""
     if not _tiered():
         return True  # the call compiles it
     signature = tuple(numba.typeof(a) for a in args)
@@ -260,6 +267,10 @@ def compiled_for(fn, args: tuple) -> bool:
     with _compiling_lock:
         future = _compiling.get((fn, signature))
         if future is None:
+            asked = _asked[(fn, signature)] = _asked.get((fn, signature), 0) + 1
+            if asked < COMPILE_AFTER_CALLS:
+                return False
+            del _asked[(fn, signature)]
             if _compiler is None:
                 _compiler = ThreadPoolExecutor(1, thread_name_prefix="graphflow-compile")
             future = _compiling[(fn, signature)] = _compiler.submit(_compile, fn, signature)

@@ -62,3 +62,19 @@ def test_off_the_first_call_waits_for_the_compiler(monkeypatch, scope, tmp_path)
         np.testing.assert_array_equal(sess.run(y, {x: np.arange(4, dtype=np.int32)}),
                                       [-2, -3, -4, -5])
         assert "per_node_runs" not in _fused_step(sess, y, x).ctx.cache
+
+
+def test_a_graph_run_once_never_starts_the_compiler(tiered, scope):
+    """The first call of a fused node runs its nodes and starts no compile (numba would
+    share the GIL with it); the second call starts it."""
+    from graphflow.ops import fused_elementwise
+    x = scope.placeholder(gf.float64, shape=[3])
+    y = scope.sub(scope.mul(scope.add(x, 0.25), x), 7.0)
+    v = np.array([1.0, 2.0, -3.0])
+    with gf.Session(scope.graph) as sess:
+        f = sess.make_callable(y, [x])
+        before = len(fused_elementwise._compiling)
+        np.testing.assert_array_equal(f(v), (v + 0.25) * v - 7.0)
+        assert len(fused_elementwise._compiling) == before
+        np.testing.assert_array_equal(f(v), (v + 0.25) * v - 7.0)
+        assert len(fused_elementwise._compiling) == before + 1
