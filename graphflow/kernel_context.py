@@ -11,9 +11,10 @@ kernels).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -161,6 +162,17 @@ class KernelSpec:
 
     def dtype(self, i: int) -> np.dtype:
         return np.dtype(self.inputs[i].dtype.as_numpy_dtype)
+
+    def allocator(self, shape: tuple, dtype) -> Callable[[], Any]:
+        """``new()`` -> an uninitialized output of a static ``shape`` and ``dtype``: what
+        ``ctx.empty(shape, dtype)`` gives, decided now: a small CPU buffer within the
+        memory limit is a plain ``np.empty`` call (the pool keeps only big buffers)."""
+        ctx, dtype, shape = self.ctx, np.dtype(dtype), tuple(int(d) for d in shape)
+        nbytes = math.prod(shape) * dtype.itemsize
+        if ctx.xp is np and dtype != object and nbytes < _POOLED_BYTES \
+                and nbytes <= ctx.allowed_bytes:
+            return functools.partial(np.empty, shape, dtype)
+        return functools.partial(ctx.empty, shape, dtype)
 
     def value(self, i: int):
         """Input ``i``'s value when it is a constant of the plan, else None."""

@@ -225,11 +225,12 @@ def _prepare_fused(spec):
         return None
     fn = program.kernel(scalars, 0)
     flat = len(shape) == 1
+    allocators = [spec.allocator(shape, dtype) for dtype in out_dtypes]
 
     def lean(ctx, inputs):
         if not fn.overloads:  # not compiled yet (or not compilable): the full kernel
             return _fused_elementwise(ctx, inputs)
-        outs = [ctx.empty(shape, dtype) for dtype in out_dtypes]
+        outs = [new() for new in allocators]
         fn(n, *[x if x.ndim == 1 else x.reshape(-1) for x in inputs],
            *(outs if flat else [o.reshape(-1) for o in outs]))
         return outs

@@ -118,9 +118,10 @@ def _prepare_sum(spec):
     keep_dims = spec.attrs["keep_dims"]
     out_shape = tuple(_reduced_dims(list(shape), axes, keep_dims))
     add_reduce = np.add.reduce
+    new = spec.allocator(out_shape, dtype)
 
     def lean(ctx, x, axis_value):
-        out = ctx.empty(out_shape, dtype)
+        out = new()
         add_reduce(x, axis=axes, dtype=dtype, keepdims=keep_dims, out=out)
         return out
     return lean

@@ -570,12 +570,13 @@ def _prepare_gather_nd(spec):
     slice_size = math.prod(params_shape[depth:])
     rows = (num_tuples, slice_size) if slice_size > 1 else (num_tuples,)
     source_shape = (-1, slice_size) if slice_size > 1 else (-1,)
+    new = spec.allocator(out_shape, dtype)
 
     def lean(ctx, params, indices):
         offsets = locate_indices(indices)
         if offsets is None:
             return _gather_nd(ctx, params, indices)
-        out = ctx.empty(out_shape, dtype)
+        out = new()
         # every offset is valid: "clip" skips numpy's own check
         np.take(params.reshape(source_shape), offsets, axis=0, out=out.reshape(rows),
                 mode="clip")
