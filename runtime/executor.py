@@ -262,8 +262,9 @@ def _small_slots(steps: Sequence[Step]) -> set[int]:
 
 
 def _inline_call(step: Step, k: int, env: dict) -> str | None:
-    """``s[out] = f(ctx, s[a], [s[b], s[c]], ...)`` for a kernel step with one plain output;
-    a feed's copy to the host passes a numpy array through without a call."""
+    """``s[out] = f(ctx, s[a], [s[b], s[c]], ...)`` for a kernel step (``s[o1], s[o2], =``
+    for several outputs, a bare call for none); a feed's copy to the host passes a numpy
+    array through without a call."""
     if isinstance(step, CopyStep):
         if step.source is not None or step.device.device_type != "cpu":
             return None
@@ -273,14 +274,14 @@ def _inline_call(step: Step, k: int, env: dict) -> str | None:
     if not isinstance(step, KernelStep):
         return None
     op = step.op
-    if not step.outputs:
-        return None
     listed = op.op_def.returns_list
     env[f"f{k}"] = step.kernel()
     env[f"c{k}"] = step.ctx
     args = "".join(
         f", [{', '.join(f's[{j}]' for j in a)}]" if isinstance(a, list) else f", s[{a}]"
         for a in step.inputs)
+    if not step.outputs:  # an update, a NoOp: what it returns is not kept
+        return f"f{k}(c{k}{args})"
     if listed:  # a sequence of outputs: unpacked (a wrong count is a ValueError, named)
         targets = "".join(f"s[{o}], " for o in step.outputs)
         return f"{targets}= f{k}(c{k}{args})"

@@ -127,8 +127,7 @@ def _kernel_closure(step: KernelStep, release: tuple[int, ...], release_fn) -> C
     ctx = step.ctx
     ins, outs = step.inputs, step.outputs
     n_out = len(outs)
-    # a kernel returns one array for one declared non-list output, else a sequence
-    returns_sequence = n_out != 1 or any(spec.is_list for spec in op.op_def.outputs)
+    returns_sequence = op.op_def.returns_list
 
     def run(s):
         result = fn(ctx, *[[s[j] for j in a] if isinstance(a, list) else s[a] for a in ins])
