@@ -25,6 +25,7 @@ ndarray subclass is fed as its plain data, as ``np.asarray`` gives it.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -109,11 +110,10 @@ def _cast(array: np.ndarray, dtype: DType, name: str, python_value: Any = None) 
     Session requires of them; numpy scalars in a list are cast as numpy casts them."""
     np_dtype = dtype.as_numpy_dtype
     source = array
-    if array.dtype.kind == "c" and np_dtype.kind in "iuf":
-        array = array.real  # what numpy's cast keeps, without its ComplexWarning
     try:
         with np.errstate(all="ignore"):  # NaN or overflow into an integer: undefined, quietly
-            cast = array.astype(np_dtype)
+            cast = _complex_to_real(array, np_dtype) if array.dtype.kind == "c" \
+                and np_dtype.kind in "iuf" else array.astype(np_dtype)
     except OverflowError as e:  # a Python int past int64
         raise _inexact_int(source, dtype, name, e) from None
     except (ValueError, TypeError) as e:  # "a" into int32, objects numpy cannot convert
@@ -123,6 +123,15 @@ def _cast(array: np.ndarray, dtype: DType, name: str, python_value: Any = None) 
         raise _inexact_int(source, dtype, name)
     cast.flags.writeable = False
     return cast
+
+
+def _complex_to_real(array: np.ndarray, np_dtype) -> np.ndarray:
+    """numpy's own cast, which keeps the real part, without its ComplexWarning. Not a
+    cast of ``array.real``: that strided view takes another numpy loop, whose results
+    for values outside an integer type's range (undefined in C) differ from TF1's."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        return array.astype(np_dtype)
 
 
 def _changed(cast: np.ndarray, source: np.ndarray) -> bool:
