@@ -55,18 +55,15 @@ def test_failure_stops_the_run_promptly():
     graph, x, total = _wide_graph()
     with _session(graph) as sess:
         assert sess._plan([total], [x]).parallel
-        start = time.perf_counter()
         with pytest.raises(InvalidArgumentError, match=r"x\[0\] is negative \[node bad\]"):
             sess.run(total, {x: FAIL})
-        elapsed = time.perf_counter() - start
         failed_at = RAISED["bad"]
         late = [name for t, name in STARTS if t > failed_at]
         # Only a node whose worker checked for a failure just before it was raised may
-        # start after it; the other sleepers never start.
+        # start after it; the other sleepers never start (counted, not timed: a busy
+        # machine stretches wall time, not the number of nodes started).
         assert len(late) <= THREADS - 1, late
         assert len(STARTS) <= THREADS + 1
-        # Without stopping, the sleepers alone take SLEEPERS * SLEEP / THREADS = 0.5 s.
-        assert elapsed < 0.5 * SLEEPERS * SLEEP / THREADS, elapsed
         probe_ops.reset()
         np.testing.assert_array_equal(sess.run(total, {x: GOOD}), np.full(N, SLEEPERS + 1.0))
         assert len(STARTS) == SLEEPERS + 1
