@@ -54,6 +54,32 @@ def _reduced_dims(dims: list, axes: tuple[int, ...], keep_dims: bool) -> list:
     return [d for i, d in enumerate(dims) if i not in axes]
 
 
+def check_reduction_axis(ctx) -> None:
+    """A shape function's error for a reduction's `axis` that is neither a scalar nor a vector."""
+    axis_shape = ctx.shape("axis")
+    if axis_shape.rank is not None and axis_shape.rank > 1:
+        raise ctx.error(f"axis must be a scalar or a vector, got shape {axis_shape}")
+
+
+def reduced_shape(ctx) -> TensorShape:
+    """A reduction's output shape: `input.shape` without the dims in `axis` (size 1 under
+    keep_dims); when `axis` is not constant, only the rank under keep_dims."""
+    shape, keep_dims, axes = ctx.shape("input"), ctx.attr("keep_dims"), ctx.value("axis")
+    if shape.rank is None:
+        return TensorShape(None)
+    if axes is None:
+        return TensorShape.unknown(shape.rank) if keep_dims else TensorShape(None)
+    axes = reduction_axes(axes.reshape(-1).tolist(), shape.rank)
+    return TensorShape(_reduced_dims(shape.as_list(), axes, keep_dims))
+
+
+def reduction_output(ctx, x, axis) -> tuple:
+    """A reduction kernel's dims in `axis`, keep_dims and its new output buffer."""
+    axes = reduction_axes(axis.reshape(-1).tolist(), x.ndim)
+    keep_dims = ctx.attrs["keep_dims"]
+    return axes, keep_dims, ctx.empty(_reduced_dims(list(x.shape), axes, keep_dims), x.dtype)
+
+
 def _reduces_every_dim(axis: Output, input_: Output) -> bool:
     """``axis`` is ``Range(0, Rank(input), 1)``: what ``scope.reduce_sum(x)`` builds for
     an ``x`` of unknown rank. The sum is then a scalar at any rank."""
@@ -71,27 +97,16 @@ def _reduces_every_dim(axis: Output, input_: Output) -> bool:
 def _sum_shape(ctx):
     """`input.shape` without the dims in `axis` (size 1 under keep_dims); when `axis` is not
     constant, only the rank under keep_dims."""
-    axis_shape = ctx.shape("axis")
-    if axis_shape.rank is not None and axis_shape.rank > 1:
-        raise ctx.error(f"axis must be a scalar or a vector, got shape {axis_shape}")
-    shape, keep_dims = ctx.shape("input"), ctx.attr("keep_dims")
-    if not keep_dims and _reduces_every_dim(ctx.input("axis"), ctx.input("input")):
+    check_reduction_axis(ctx)
+    if not ctx.attr("keep_dims") and _reduces_every_dim(ctx.input("axis"), ctx.input("input")):
         return TensorShape([])
-    axes = ctx.value("axis")
-    if shape.rank is None:
-        return TensorShape(None)
-    if axes is None:
-        return TensorShape.unknown(shape.rank) if keep_dims else TensorShape(None)
-    axes = reduction_axes(axes.reshape(-1).tolist(), shape.rank)
-    return TensorShape(_reduced_dims(shape.as_list(), axes, keep_dims))
+    return reduced_shape(ctx)
 
 
 @Sum.kernel("cpu")
 @Sum.kernel("gpu")
 def _sum(ctx, x, axis):
-    axes = reduction_axes(axis.reshape(-1).tolist(), x.ndim)
-    keep_dims = ctx.attrs["keep_dims"]
-    out = ctx.empty(_reduced_dims(list(x.shape), axes, keep_dims), x.dtype)
+    axes, keep_dims, out = reduction_output(ctx, x, axis)
     if not axes:  # nothing to reduce: a copy
         out[...] = x
     elif x.dtype == np.float16:  # as TensorFlow's GPU kernel: a float32 sum, rounded once

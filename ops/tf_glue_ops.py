@@ -18,7 +18,7 @@ from graphflow.registry import BoolAttr, IntAttr, TypeAttr, register_op
 from graphflow.inference import constant_value
 from graphflow.shapes import MAX_RANK, TensorShape, debug_string
 
-from .reduction_ops import _reduced_dims, reduction_axes
+from .reduction_ops import check_reduction_axis, reduced_shape, reduction_output
 from .variable_ops import _variable_of
 
 _MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
@@ -395,23 +395,13 @@ Prod = register_op(
 @Prod.shape_fn
 def _prod_shape(ctx):
     """`input.shape` without the dims in `axis` (size 1 under keep_dims)."""
-    axis_shape = ctx.shape("axis")
-    if axis_shape.rank is not None and axis_shape.rank > 1:
-        raise ctx.error(f"axis must be a scalar or a vector, got shape {axis_shape}")
-    shape, keep_dims, axes = ctx.shape("input"), ctx.attr("keep_dims"), ctx.value("axis")
-    if shape.rank is None:
-        return TensorShape(None)
-    if axes is None:
-        return TensorShape.unknown(shape.rank) if keep_dims else TensorShape(None)
-    axes = reduction_axes(axes.reshape(-1).tolist(), shape.rank)
-    return TensorShape(_reduced_dims(shape.as_list(), axes, keep_dims))
+    check_reduction_axis(ctx)
+    return reduced_shape(ctx)
 
 
 @Prod.kernel("cpu")
 def _prod(ctx, x, axis):
-    axes = reduction_axes(axis.reshape(-1).tolist(), x.ndim)
-    keep_dims = ctx.attrs["keep_dims"]
-    out = ctx.empty(_reduced_dims(list(x.shape), axes, keep_dims), x.dtype)
+    axes, keep_dims, out = reduction_output(ctx, x, axis)
     if not axes:
         out[...] = x
     else:
