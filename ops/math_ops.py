@@ -44,15 +44,24 @@ def _first_conflict(x: TensorShape, y: TensorShape) -> tuple[int, int]:
     return 0, 0  # pragma: no cover
 
 
+def _broadcast_xy_shape(ctx):
+    """broadcast(x.shape, y.shape)."""
+    return broadcast_shapes(ctx, "x", "y")
+
+
+def _broadcasting_op(name: str, in_type: str, out_type: str, **register_args):
+    """A registered op z = x (op) y, with x and y of ``in_type`` and z of ``out_type``, whose
+    output shape is broadcast(x.shape, y.shape)."""
+    op = register_op(name, inputs=[f"x: {in_type}", f"y: {in_type}"],
+                     outputs=[f"z: {out_type}"], **register_args)
+    op.shape_fn(_broadcast_xy_shape)
+    return op
+
+
 def _binary(name: str, fn, types, doc: str, out: str = "T", aliases=(), gpu_fn=None):
     """``gpu_fn(xp, x, y)``, when given, replaces ``fn`` on a GPU (ops/gpu_math.py)."""
-    op = register_op(name, inputs=["x: T", "y: T"], outputs=[f"z: {out}"],
-                     attrs={"T": TypeAttr(types)}, doc=doc, aliases=aliases)
-
-    @op.shape_fn
-    def _shape(ctx):
-        """broadcast(x.shape, y.shape)."""
-        return broadcast_shapes(ctx, "x", "y")
+    op = _broadcasting_op(name, "T", out, attrs={"T": TypeAttr(types)}, doc=doc,
+                          aliases=aliases)
 
     out_dtype = np.dtype(np.bool_) if out == "bool" else None
 
@@ -149,12 +158,7 @@ Neg = _unary("Neg", np.negative, "-x.", attrs={"T": TypeAttr(SIGNED_NUMBER_TYPES
 
 
 def _logical(name: str, fn, doc: str):
-    op = register_op(name, inputs=["x: bool", "y: bool"], outputs=["z: bool"], doc=doc)
-
-    @op.shape_fn
-    def _shape(ctx):
-        """broadcast(x.shape, y.shape)."""
-        return broadcast_shapes(ctx, "x", "y")
+    op = _broadcasting_op(name, "bool", "bool", doc=doc)
 
     @op.kernel("cpu")
     @op.kernel("gpu")
@@ -324,13 +328,8 @@ INTEGER_TYPES = tuple(t for t in REAL_NUMBER_TYPES if t.is_integer)
 def _integer_division(name: str, fn, doc: str, aliases=()):
     """An integer op x (op) y, broadcasting; a zero divisor is TensorFlow's run-time error
     (only where an output element needs it: an empty result divides nothing)."""
-    op = register_op(name, inputs=["x: T", "y: T"], outputs=["z: T"],
-                     attrs={"T": TypeAttr(INTEGER_TYPES)}, doc=doc, aliases=aliases)
-
-    @op.shape_fn
-    def _shape(ctx):
-        """broadcast(x.shape, y.shape)."""
-        return broadcast_shapes(ctx, "x", "y")
+    op = _broadcasting_op(name, "T", "T", attrs={"T": TypeAttr(INTEGER_TYPES)}, doc=doc,
+                          aliases=aliases)
 
     @op.kernel("cpu")
     @op.kernel("gpu")
