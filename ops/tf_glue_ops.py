@@ -429,19 +429,31 @@ def _check_perm(perm: list, rank: int) -> list:
     return perm
 
 
+def _rank_of_input_or_dims_vector(ctx, input_name: str, vector_name: str) -> int | None:
+    """The rank of `input_name`, else the length of `vector_name` (one entry per dim, as
+    Transpose's perm and Tile's multiples), else None; an error unless the vector is one."""
+    shape, vector_shape = ctx.shape(input_name), ctx.shape(vector_name)
+    if vector_shape.rank not in (None, 1):
+        raise ctx.error(f"{vector_name} must be a vector, got shape {vector_shape}")
+    return shape.rank if shape.rank is not None else vector_shape[0] if vector_shape.rank else None
+
+
+def _check_dims_vector_length(ctx, rank: int, vector_name: str) -> None:
+    """A shape function's error for a per-dim vector longer than MAX_RANK: a vector of
+    2**40 elements is refused before a shape is made of it."""
+    if rank > MAX_RANK:
+        raise ctx.error(f"Shape must have at most {MAX_RANK} dims, but {vector_name} has {rank} "
+                        f"elements")
+
+
 @Transpose.shape_fn
 def _transpose_shape(ctx):
     """x's dims in the order of perm; the rank alone while perm is not constant."""
-    shape, perm_shape = ctx.shape("x"), ctx.shape("perm")
-    if perm_shape.rank not in (None, 1):
-        raise ctx.error(f"perm must be a vector, got shape {perm_shape}")
-    rank = shape.rank if shape.rank is not None else perm_shape[0] if perm_shape.rank else None
+    shape, rank = ctx.shape("x"), _rank_of_input_or_dims_vector(ctx, "x", "perm")
     perm = ctx.value("perm")
     if rank is None:
         return TensorShape(None)
-    if rank > MAX_RANK:  # a perm of 2**40 elements: refused before a shape is made of it
-        raise ctx.error(f"Shape must have at most {MAX_RANK} dims, but perm has {rank} "
-                        f"elements")
+    _check_dims_vector_length(ctx, rank, "perm")
     if perm is None:
         return TensorShape.unknown(rank)
     perm = _check_perm(perm.tolist(), rank)
@@ -497,15 +509,10 @@ def _check_multiples(multiples: list, rank: int) -> None:
 @Tile.shape_fn
 def _tile_shape(ctx):
     """input.shape[i] * multiples[i], known where both are."""
-    shape, mult_shape = ctx.shape("input"), ctx.shape("multiples")
-    if mult_shape.rank not in (None, 1):
-        raise ctx.error(f"multiples must be a vector, got shape {mult_shape}")
-    rank = shape.rank if shape.rank is not None else mult_shape[0] if mult_shape.rank else None
+    shape, rank = ctx.shape("input"), _rank_of_input_or_dims_vector(ctx, "input", "multiples")
     if rank is None:
         return TensorShape(None)
-    if rank > MAX_RANK:
-        raise ctx.error(f"Shape must have at most {MAX_RANK} dims, but multiples has {rank} "
-                        f"elements")
+    _check_dims_vector_length(ctx, rank, "multiples")
     value = ctx.value("multiples")
     if value is not None:
         multiples = [int(m) for m in value.reshape(-1).tolist()]
