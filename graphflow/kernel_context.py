@@ -83,11 +83,8 @@ class KernelContext:
             shape = tuple(int(d) for d in shape)
         if type(dtype) is not np.dtype:
             dtype = np.dtype(dtype)
-        if self.xp is np and len(shape) <= 2:
-            nbytes = math.prod(shape) * dtype.itemsize
-            if nbytes < _POOLED_BYTES and nbytes <= self.allowed_bytes:
-                # small: a new array (the pool keeps only big buffers), within the limit
-                return (np.zeros if zeroed else np.empty)(shape, dtype)
+        if self.plain_small(math.prod(shape) * dtype.itemsize):
+            return (np.zeros if zeroed else np.empty)(shape, dtype)
         if self.buffers is not None:
             buffer = self.buffers.take(shape, dtype)
             if buffer is not None:
@@ -97,6 +94,11 @@ class KernelContext:
         self.check_allocation(math.prod(shape), dtype)
         # a new zeroed array costs no more than an empty one: the OS zeroes fresh pages
         return (self.xp.zeros if zeroed else self.xp.empty)(shape, dtype)
+
+    def plain_small(self, nbytes: int) -> bool:
+        """Whether an output of ``nbytes`` is a plain new numpy array: small (the pool
+        keeps only big buffers) and within the memory limit, on the host."""
+        return self.xp is np and nbytes < _POOLED_BYTES and nbytes <= self.allowed_bytes
 
     @property
     def allowed_bytes(self) -> int:
@@ -168,9 +170,7 @@ class KernelSpec:
         ``ctx.empty(shape, dtype)`` gives, decided now: a small CPU buffer within the
         memory limit is a plain ``np.empty`` call (the pool keeps only big buffers)."""
         ctx, dtype, shape = self.ctx, np.dtype(dtype), tuple(int(d) for d in shape)
-        nbytes = math.prod(shape) * dtype.itemsize
-        if ctx.xp is np and dtype != object and nbytes < _POOLED_BYTES \
-                and nbytes <= ctx.allowed_bytes:
+        if ctx.plain_small(math.prod(shape) * dtype.itemsize):
             return functools.partial(np.empty, shape, dtype)
         return functools.partial(ctx.empty, shape, dtype)
 
