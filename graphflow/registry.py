@@ -316,6 +316,7 @@ class OpDef:
     gradient_site: str = ""                    # file:line of that declaration
     preparers: dict[str, Callable] = field(default_factory=dict)  # device type -> prepare
     trusted_preparers: set[str] = field(default_factory=set)  # device types: own_kernels()
+    lowerers: dict[str, Callable] = field(default_factory=dict)  # device type -> lower
     elementwise: Any = None  # its element-wise trait (ops/elementwise_table.py), if any
 
     # derived at registration
@@ -363,6 +364,17 @@ class OpDef:
             self.preparers[device_type] = fn
             if _registering_own_kernels:
                 self.trusted_preparers.add(device_type)
+            return fn
+        return register
+
+    def lower(self, device_type: str) -> Callable:
+        """Register ``lower(spec) -> Lowering | None`` for ``device_type``: the step as
+        numba source, so that a run of lowered steps compiles into one function
+        (graphflow/lowering.py, runtime/segments.py). None: the step runs on its own."""
+        device_type = device_type.lower()
+
+        def register(fn: Callable) -> Callable:
+            self.lowerers[device_type] = fn
             return fn
         return register
 

@@ -13,6 +13,7 @@ from graphflow.registry import BoolAttr, IntAttr, IntListAttr, ShapeAttr, Tensor
     register_op
 from graphflow.shapes import TensorShape, debug_string
 
+from .cpu_index import lower_view
 from .shape_rules import same_shape_as
 
 INT32_MAX = 2 ** 31 - 1
@@ -244,6 +245,7 @@ def _prepare_view(spec):
 
 
 Reshape.prepare("cpu")(_prepare_view)
+Reshape.lower("cpu")(lower_view)
 
 
 # -- Range -------------------------------------------------------------------------
@@ -485,6 +487,7 @@ def _expand_dims(ctx, x, dim):
 
 
 ExpandDims.prepare("cpu")(_prepare_view)
+ExpandDims.lower("cpu")(lower_view)
 
 
 Squeeze = register_op("Squeeze", inputs=["input: T"], outputs=["output: T"],
@@ -521,6 +524,9 @@ def _squeeze_shape(ctx):
 def _squeeze(ctx, x):
     dims = _squeezed(list(x.shape), ctx.attrs["squeeze_dims"], exact=True)
     return x.reshape(dims)
+
+
+Squeeze.lower("cpu")(lower_view)
 
 
 # -- ConcatV2, Pack ------------------------------------------------------------------

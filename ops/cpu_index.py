@@ -24,9 +24,11 @@ from typing import Callable, Sequence
 import numpy as np
 
 from graphflow.errors import InvalidArgumentError
+from graphflow.lowering import Lowering, shape_literal
 
 from . import scatter_loops
 from .index_checks import MAX_INDEX_DEPTH
+from .jit import jittable
 
 
 # -- locate -------------------------------------------------------------------------------------
@@ -245,3 +247,63 @@ def over_memory_limit(ctx, dims: Sequence[int], dtype: np.dtype) -> bool:
     """Whether an output of ``dims`` would pass the session's memory limit: the lean
     kernel then steps aside, and the full kernel raises, in its words."""
     return not ctx.fits(math.prod(dims), dtype)
+
+
+# -- lowerings: the same steps inside compiled segments (graphflow/lowering.py) -------------------
+def _lowerable(spec, dtype: np.dtype, *shapes: Sequence[int]) -> bool:
+    """Whether numba compiles loops over ``dtype`` and every output of ``shapes`` is a
+    small plain array (what a compiled segment allocates)."""
+    return jittable(dtype) and all(
+        spec.ctx.plain_small(math.prod(s) * dtype.itemsize) for s in shapes)
+
+
+def lower_tensor_scatter(spec, op: str) -> Lowering | None:
+    """TensorScatter*(tensor, indices, updates) with static shapes that pass the checks:
+    a copy of ``tensor``, then the rows written at the located indices."""
+    dims, index_shape, update_shape = spec.shape(0), spec.shape(1), spec.shape(2)
+    dtype = spec.dtype(0)
+    layout = static_layout(dims, index_shape, update_shape, dtype, op)
+    if layout is None or spec.attrs.get("bad_indices_policy", "") == "IGNORE" \
+            or not _lowerable(spec, dtype, dims):
+        return None
+    depth, (n, width), _ = layout
+    slices = math.prod(dims[:depth])
+    loop, flag = scatter_loops.row_loop(op)
+    return Lowering(
+        "{o0} = {i0}.copy()\n"
+        f"{{loop}}({{o0}}.reshape(({slices}, {width})), "
+        f"{{locate}}(np.ascontiguousarray({{i1}}).reshape(({n}, {depth})), {tuple(dims[:depth])}), "
+        f"np.ascontiguousarray({{i2}}).reshape(({n}, {width})), {flag})",
+        {"loop": loop, "locate": scatter_loops.offsets_or_raise})
+
+
+def lower_gather_nd(spec) -> Lowering | None:
+    """GatherNd(params, indices) with static shapes, batch_dims 0 and bad indices an
+    error: the rows at the located indices."""
+    params_shape, index_shape = spec.shape(0), spec.shape(1)
+    dtype = spec.dtype(0)
+    if spec.attrs["batch_dims"] or spec.attrs.get("bad_indices_policy", "") == "IGNORE" \
+            or params_shape is None or index_shape is None or not index_shape:
+        return None
+    depth = index_shape[-1]
+    n = math.prod(index_shape[:-1])
+    out_shape = tuple(index_shape[:-1]) + tuple(params_shape[depth:])
+    if not 1 <= depth <= len(params_shape) or n == 0 or math.prod(params_shape) == 0 \
+            or any(d > _INT64_MAX for d in params_shape) \
+            or not _lowerable(spec, dtype, out_shape):
+        return None
+    slices, width = math.prod(params_shape[:depth]), math.prod(params_shape[depth:])
+    return Lowering(
+        f"{{o0}} = {{gather}}(np.ascontiguousarray({{i0}}).reshape(({slices}, {width})), "
+        f"{{locate}}(np.ascontiguousarray({{i1}}).reshape(({n}, {depth})), "
+        f"{tuple(params_shape[:depth])})).reshape({shape_literal(out_shape)})",
+        {"gather": scatter_loops.gathered_rows, "locate": scatter_loops.offsets_or_raise})
+
+
+def lower_view(spec) -> Lowering | None:
+    """Reshape, ExpandDims, Squeeze: the input's elements in the output's static shape."""
+    shape, dims = spec.output_shape(0), spec.shape(0)
+    if shape is None or dims is None or math.prod(dims) != math.prod(shape) \
+            or not _lowerable(spec, spec.dtype(0)):
+        return None
+    return Lowering(f"{{o0}} = np.ascontiguousarray({{i0}}).reshape({shape_literal(shape)})")

@@ -30,11 +30,13 @@ numpy's bit for bit).
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
 
+from graphflow.lowering import Lowering, dtype_literal, shape_literal
 from graphflow.registry import op_def
 
 from . import array_ops, math_ops
@@ -120,8 +122,38 @@ RULES = (
 
 MINMAX = {"Maximum": ">", "Minimum": "<"}
 
+
+
+def lower_elementwise(rule: ElementwiseRule, spec) -> Lowering | None:
+    """One element-wise op inside a compiled segment (graphflow/lowering.py): a loop over
+    the elements, where every input has the output's static shape or holds one element."""
+    shape = spec.output_shape(0)
+    n_in = len(spec.inputs)
+    if shape is None or n_in != rule.arity or len(spec.outputs) != 1:
+        return None
+    shapes = [spec.shape(k) for k in range(n_in)]
+    out_dtype = np.dtype(spec.outputs[0].dtype.as_numpy_dtype)
+    if any(s is None for s in shapes) or not rule.compiles(
+            [*(spec.dtype(k) for k in range(n_in)), out_dtype], spec.attrs):
+        return None
+    ones = [math.prod(s) == 1 and len(s) <= len(shape) for s in shapes]
+    if any(not one and s != shape for s, one in zip(shapes, ones)) or all(ones) \
+            or not spec.ctx.plain_small(math.prod(shape) * out_dtype.itemsize):
+        return None
+    operands = [f"{{t}}x{k}[{0 if one else '{t}j'}]" for k, one in enumerate(ones)]
+    element = rule.expression(out_dtype, operands, spec.dtype(0))
+    return Lowering("\n".join([
+        f"{{o0}} = np.empty({shape_literal(shape)}, {dtype_literal(out_dtype)})",
+        "{t}o = {o0}.reshape(-1)",
+        *(f"{{t}}x{k} = np.ascontiguousarray({{i{k}}}).reshape(-1)" for k in range(n_in)),
+        f"for {{t}}j in range({math.prod(shape)}):",
+        f"    {{t}}o[{{t}}j] = {element}"]))
+
+
 for _rule in RULES:
     op_def(_rule.op_type).elementwise = _rule
+    if _rule.fuses:
+        op_def(_rule.op_type).lower("cpu")(functools.partial(lower_elementwise, _rule))
 
 
 def type_name(dtype) -> str:

@@ -33,6 +33,7 @@ from numba.core.errors import NumbaError
 from graphflow import errors
 from graphflow.errors import OpError
 from graphflow.kernel_context import KernelContext
+from graphflow.lowering import Lowering, dtype_literal, shape_literal
 from graphflow.memory_limit import limit_outputs
 from graphflow.registry import IntAttr, TypeAttr, register_op
 
@@ -197,11 +198,10 @@ class _FusedRun:
         return self.per_node(inputs)
 
 
-@FusedElementwise.prepare("cpu")
-def _prepare_fused(spec):
-    """Static shapes where every input has one full shape or one element and every output
-    the full shape: the fast path's decisions made once. Until the region's kernel is
-    compiled (tiered compilation) the full kernel runs; then one compiled call."""
+def _static_fast_path(spec):
+    """``(kernel, shape, scalars, out dtypes)`` when the plan knows the shapes and every
+    input has one full shape or one element, every output the full shape, within the
+    memory limit: the fast path decided once. None otherwise."""
     program = spec.attrs["region"].program
     n_in = len(program.inputs)
     shapes = [spec.shape(i) for i in range(n_in)]
@@ -218,12 +218,20 @@ def _prepare_fused(spec):
     if any(not (program.supports[n_in + i] & ~scalars) for i in program.outputs):
         return None  # an output of one-element inputs only: the full kernel's shapes
     out_dtypes = tuple(np.dtype(program.nodes[i][1]) for i in program.outputs)
-    n = math.prod(shape)
-    ctx = spec.ctx
-    limit = ctx.allowed_bytes
-    if n * max(d.itemsize for d in out_dtypes) > limit:
+    if math.prod(shape) * max(d.itemsize for d in out_dtypes) > spec.ctx.allowed_bytes:
         return None
-    fn = program.kernel(scalars, 0)
+    return program.kernel(scalars, 0), shape, scalars, out_dtypes
+
+
+@FusedElementwise.prepare("cpu")
+def _prepare_fused(spec):
+    """Static shapes on the fast path: its decisions made once. Until the region's
+    kernel is compiled (tiered compilation) the full kernel runs; then one compiled call."""
+    static = _static_fast_path(spec)
+    if static is None:
+        return None
+    fn, shape, _, out_dtypes = static
+    n = math.prod(shape)
     flat = len(shape) == 1
     allocators = [spec.allocator(shape, dtype) for dtype in out_dtypes]
 
@@ -235,6 +243,26 @@ def _prepare_fused(spec):
            *(outs if flat else [o.reshape(-1) for o in outs]))
         return outs
     return lean
+
+
+@FusedElementwise.lower("cpu")
+def _lower_fused(spec):
+    """The fast path's one call, on small outputs."""
+    static = _static_fast_path(spec)
+    if static is None:
+        return None
+    fn, shape, _, out_dtypes = static
+    if not all(spec.ctx.plain_small(math.prod(shape) * d.itemsize) for d in out_dtypes):
+        return None
+    outs = range(len(out_dtypes))
+    flat_in = "".join(f", np.ascontiguousarray({{i{k}}}).reshape(-1)"
+                      for k in range(len(spec.inputs)))
+    flat_out = "".join(f", {{o{m}}}.reshape(-1)" for m in outs)
+    return Lowering(
+        "".join(f"{{o{m}}} = np.empty({shape_literal(shape)}, {dtype_literal(d)})\n"
+                for m, d in zip(outs, out_dtypes))
+        + f"{{fused}}({math.prod(shape)}{flat_in}{flat_out})",
+        {"fused": fn})
 
 
 # -- tiered compilation --------------------------------------------------------------------------

@@ -119,9 +119,12 @@ def kernel(fn: Callable | None = None, **options) -> Callable:
 
 
 # -- generated kernels ---------------------------------------------------------------------
-def load_generated(source: str, function: str) -> Callable:
+def load_generated(source: str, function: str, env: dict | None = None) -> Callable:
     """The compiled ``function`` of a generated module ``source`` (numba code that
-    decorates its kernels with ``@kernel`` imported from here).
+    decorates its kernels with ``@kernel`` imported from here). ``env`` holds globals
+    the module uses without importing them (compiled functions it calls): the source
+    must name them, so that its hash, which names the module and its disk cache,
+    tells them apart.
 
     The module is written once under :func:`cache_dir` (named by its hash, atomically:
     another process may write the same file), so that numba's disk cache finds it
@@ -132,16 +135,17 @@ def load_generated(source: str, function: str) -> Callable:
     try:
         if not cache_enabled():  # nothing is written there
             raise OSError("the kernel cache is off")
-        module = _import_source(name, source)
+        module = _import_source(name, source, env or {})
     except (OSError, RuntimeError) as e:  # numba's "cannot cache function" is a RuntimeError
         log.info("generated kernels are not cached on disk (%s): %s", cache_dir(), e)
         module = type(sys)(name)
+        module.__dict__.update(env or {})
         uncached = source.replace("@kernel\n", "@kernel(cache=False)\n")
         exec(compile(uncached, f"<graphflow generated {name}>", "exec"), module.__dict__)  # noqa: S102
     return getattr(module, function)
 
 
-def _import_source(name: str, source: str):
+def _import_source(name: str, source: str, env: dict):
     """Import ``source`` as module ``name`` from its file in the cache folder."""
     folder = cache_dir() / "fused"
     path = folder / f"{name}.py"
@@ -156,6 +160,7 @@ def _import_source(name: str, source: str):
         os.replace(tmp, path)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    module.__dict__.update(env)
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module

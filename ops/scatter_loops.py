@@ -259,3 +259,58 @@ def last_writers(offsets: np.ndarray, num_slices: int) -> np.ndarray:
     _mark_last_writers(_read_only(np.ascontiguousarray(offsets, dtype=np.int64)),
                        np.zeros(num_slices, np.bool_), winners)
     return winners
+
+
+# -- inside compiled segments (graphflow/lowering.py) ----------------------------------------------
+# Lowered steps call these from generated numba code. A bad index raises: the segment
+# then runs its steps one by one, and the step's own kernel reports it in its words.
+@kernel
+def offsets_or_raise(tuples, dims):
+    """The int64 row-major offsets of the index tuples ``tuples`` ``[n, depth]`` into
+    ``dims`` (a tuple); IndexError at the first tuple out of bounds."""
+    n, depth = tuples.shape
+    offsets = np.empty(n, np.int64)
+    for i in range(n):
+        offset = 0
+        for c in range(depth):
+            v = tuples[i, c]
+            if U(v) >= U(dims[c]):  # as unsigned, a negative index is huge
+                raise IndexError("index out of bounds")
+            offset = offset * dims[c] + v
+        offsets[i] = offset
+    return offsets
+
+
+@kernel
+def column_or_raise(column, bound):
+    """``column`` (row indices of any integer dtype) as int64 offsets, each in
+    ``[0, bound)``; IndexError at the first that is not."""
+    offsets = np.empty(column.shape[0], np.int64)
+    for i in range(column.shape[0]):
+        if U(column[i]) >= U(bound):
+            raise IndexError("index out of bounds")
+        offsets[i] = column[i]
+    return offsets
+
+
+@kernel
+def gathered_rows(source, offsets):
+    """``source[offsets]`` for a 2-D ``source`` and validated offsets: a new array."""
+    out = np.empty((offsets.shape[0], source.shape[1]), source.dtype)
+    _gather_rows(out, source, offsets, 0, offsets.shape[0])
+    return out
+
+
+def row_loop(op: str):
+    """The compiled loop and its last argument for a scatter ``op`` of rows, as
+    lowered steps call it: ``loop(out2d, offsets, rows2d, flag)``."""
+    if op == "update":
+        return _assign_rows_flagged, False
+    if op in ("add", "sub"):
+        return _add_rows, op == "sub"
+    return _min_max_rows, op == "max"
+
+
+@kernel
+def _assign_rows_flagged(out, offsets, rows, unused):
+    _assign_rows(out, offsets, rows)

@@ -45,7 +45,8 @@ from graphflow.registry import IntAttr, StringAttr, TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
 
 from . import gpu_index
-from .cpu_index import column_adder, gather_rows, locate, locator, over_memory_limit, row_writer, \
+from .cpu_index import column_adder, gather_rows, locate, locator, lower_gather_nd, \
+    lower_tensor_scatter, over_memory_limit, row_writer, \
     scatter_into, static_layout
 from .index_checks import MAX_INDEX_DEPTH, bad_index_message, check_depth, check_ranks, \
     check_scatter_nd_dims, check_tensor_scatter_inputs, index_matrix, prepare_and_validate, \
@@ -312,6 +313,10 @@ def _tensor_scatter_op(name: str, op: str, kernel_types: tuple, index_types: tup
     @definition.prepare("cpu")
     def _prepare(spec):
         return _prepare_tensor_scatter(spec, op, _kernel)
+
+    @definition.lower("cpu")
+    def _lower(spec):
+        return lower_tensor_scatter(spec, op)
     return definition
 
 
@@ -582,6 +587,9 @@ def _prepare_gather_nd(spec):
                 mode="clip")
         return out
     return lean
+
+
+GatherNd.lower("cpu")(lower_gather_nd)
 
 
 # -- gradients -----------------------------------------------------------------------------------

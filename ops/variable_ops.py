@@ -28,11 +28,14 @@ import numpy as np
 
 from graphflow.dtypes import ALL_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, bool_, int32, int64
 from graphflow.errors import InvalidArgumentError
+from graphflow.lowering import Lowering, shape_literal
 from graphflow.registry import ShapeAttr, StringAttr, TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
 
+from . import scatter_loops
 from .index_checks import check_tensor_scatter_inputs
-from .scatter_loops import checked_row_adder
+from .jit import jittable
+from .scatter_loops import can_combine, checked_row_adder
 from .scatter_ops import BAD_INDICES_POLICIES, gather_nd, scatter_on_cpu, scatter_shape
 
 VARIABLE_TYPES = ALL_TYPES  # strings too, as TensorFlow's CPU kernels (assign, gather, scatter update)
@@ -186,6 +189,37 @@ def _prepare_gather(spec):
     return lean
 
 
+def _static_variable(spec) -> tuple | None:
+    """(dtype, shape, rows, row width) of the variable behind input 0, when its handle
+    comes from a VarHandleOp of a static non-empty shape of rank >= 1 and numba compiles
+    its dtype: what a lowered step reads and writes in place."""
+    known = handle_attrs(spec.inputs[0])
+    if known is None or not known[1].is_fully_defined():
+        return None
+    dtype, shape = np.dtype(known[0].as_numpy_dtype), tuple(known[1].as_list())
+    if not shape or math.prod(shape) == 0 or not jittable(dtype):
+        return None
+    return dtype, shape, shape[0], math.prod(shape[1:])
+
+
+@ResourceGather.lower("cpu")
+def _lower_gather(spec):
+    """The rows at the ids, each id checked against the row count first."""
+    variable, index_shape = _static_variable(spec), spec.shape(1)
+    if variable is None or index_shape is None or 0 in index_shape:
+        return None
+    dtype, shape, rows, width = variable
+    out_shape = tuple(index_shape) + shape[1:]
+    if not spec.ctx.plain_small(math.prod(out_shape) * dtype.itemsize):
+        return None
+    return Lowering(
+        f"{{o0}} = {{gather}}({{i0}}.reshape(({rows}, {width})), "
+        f"{{column}}(np.ascontiguousarray({{i1}}).reshape(-1), {rows}))"
+        f".reshape({shape_literal(out_shape)})",
+        {"gather": scatter_loops.gathered_rows, "column": scatter_loops.column_or_raise},
+        variables=(0,))
+
+
 # -- whole-value updates ------------------------------------------------------------------------
 def _assign_op(name: str, doc: str, types):
     op = register_op(name, inputs=["resource: string", "value: dtype"],
@@ -282,7 +316,32 @@ def _resource_scatter_op(name: str, op: str, types, doc: str):
     @definition.prepare("cpu")
     def _prepare(spec):
         return _lean_row_adder(spec, op, _kernel)
+
+    @definition.lower("cpu")
+    def _lower(spec):
+        return _lower_row_scatter(spec, op)
     return definition
+
+
+def _lower_row_scatter(spec, op: str) -> Lowering | None:
+    """Whole rows at depth 1, bad ids an error: every id checked against the row count,
+    then the rows written in place, in index order."""
+    variable, index_shape, update_shape = _static_variable(spec), spec.shape(1), spec.shape(2)
+    if variable is None or not index_shape or index_shape[-1] != 1 \
+            or spec.attrs.get("bad_indices_policy", "") == "IGNORE":
+        return None
+    dtype, shape, rows, width = variable
+    n = math.prod(index_shape[:-1])
+    if n == 0 or update_shape != tuple(index_shape[:-1]) + shape[1:] \
+            or spec.dtype(2) != dtype or not can_combine(op, dtype) \
+            or (op != "update" and dtype.kind == "b"):
+        return None
+    loop, flag = scatter_loops.row_loop(op)
+    return Lowering(
+        f"{{loop}}({{i0}}.reshape(({rows}, {width})), "
+        f"{{column}}(np.ascontiguousarray({{i1}}).reshape(-1), {rows}), "
+        f"np.ascontiguousarray({{i2}}).reshape(({n}, {width})), {flag})",
+        {"loop": loop, "column": scatter_loops.column_or_raise}, variables=(0,), writes=True)
 
 
 def _lean_row_adder(spec, op: str, full: Callable) -> Callable | None:

@@ -27,6 +27,7 @@ from .parallel import ParallelRun
 from .pipeline import PlanIR, compile_ir, initial_ir, optimizing_passes, run_pipeline
 from .placer import place
 from .specialize import MAX_SPECIALIZED, needs_specializing, specialize
+from .segments import build_segments
 from .steps import CopyStep, KernelStep, Step
 from .tracing import RunMetadata, traced
 
@@ -102,6 +103,7 @@ class Plan:
         for s, slots in zip(self.steps, live.releases):
             s.run = s.compile(() if self.parallel else slots, release)
         self.runs = [s.run for s in self.steps]
+        self.segments: list = []  # compiled segments of a serial plan (runtime/segments.py)
         self._serial = None if self.parallel else _straight_line(self, live.releases)
         if self.parallel:
             sched = passes.schedule(self.steps, ir.subst, ir.fed)
@@ -211,16 +213,38 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
     env: dict[str, Any] = {"errstate": np.errstate, "ndarray": np.ndarray, "steps": steps,
                            "node_error": _node_error, "release": plan._release,
                            "fetch_value": plan._fetch_value, "initial": plan._initial}
+    segments = build_segments(steps, plan.preloaded, plan.fetch_slots, plan.junk_slot)
+    plan.segments = [segment for segment, _ in segments.values()]
+    in_segment: set[int] = set()
     body: list[str] = []
-    for k, (step, dead) in enumerate(zip(steps, releases)):
-        body.append(f"k = {k}")
-        call = _inline_call(step, k, env)
+
+    def call_lines(k: int) -> list[str]:
+        call = _inline_call(steps[k], k, env)
         if call is None:
-            env[f"r{k}"] = step.compile((), None)
-            body.append(f"r{k}(s)")
-        else:
-            body.append(call)
-        body += [f"release(s, {slot})" for slot in dead if slot not in unreleased]
+            env[f"r{k}"] = steps[k].compile((), None)
+            call = f"r{k}(s)"
+        return [f"k = {k}", call]
+
+    def release_lines(ks) -> list[str]:
+        return [f"release(s, {slot})" for k in ks for slot in releases[k]
+                if slot not in unreleased]
+
+    for k in range(len(steps)):
+        if k in in_segment:
+            continue
+        if k not in segments:
+            body += call_lines(k) + release_lines([k])
+            continue
+        # a compiled segment: its hoisted steps, then one call; its steps one by one
+        # when it declines (not compiled yet, or an error: theirs, in their words)
+        segment, found = segments[k]
+        in_segment.update(found.members)
+        env[f"seg{k}"] = segment.runner
+        for j in found.before:
+            body += call_lines(j)
+        body += [f"k = {k}", f"if not seg{k}(s):"]
+        body += [f"    {line}" for j, _ in found.lowered for line in call_lines(j)]
+        body += release_lines(found.members)
     if not body:
         body.append("pass")  # every fetch is fed
     fetched = []

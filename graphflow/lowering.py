@@ -1,0 +1,49 @@
+"""A step as numba source: how a kernel runs inside a compiled segment.
+
+A serial CPU plan runs its kernels one Python call each. Where consecutive steps
+all have a *lowering*, the runtime (runtime/segments.py) writes them out as one
+generated numba function, so that a chain of small kernels costs one call. An op
+registers ``lower(spec) -> Lowering | None`` with ``OpDef.lower("cpu")``; the
+spec is the same :class:`graphflow.kernel_context.KernelSpec` a ``prepare`` reads.
+
+A lowering must give its kernel's results bit for bit. It raises (any exception,
+numba's ``raise IndexError(...)`` included) where its kernel would fail: the
+segment then runs its steps one by one, whose kernels report the error in their
+own words. A lowering that writes a variable checks everything first, then
+writes: a segment ends with such a step, so nothing it wrote is written twice.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """Numba source lines for one step.
+
+    ``source`` is ``str.format``-ted with ``i0, i1, ...`` (the flat inputs'
+    expressions), ``o0, o1, ...`` (the names to assign the outputs to) and the keys
+    of ``functions`` (the compiled numba functions the lines call); ``np`` is numpy.
+    Static shapes and dtypes are written into the lines as literals. An input
+    listed in ``variables`` is a resource handle: ``{iK}`` is then the variable's
+    value array (C-contiguous, of the handle's dtype and static shape), read and
+    written under the variable's lock. ``writes``: the step writes a variable."""
+
+    source: str
+    functions: Mapping[str, Callable] = field(default_factory=dict)
+    variables: tuple[int, ...] = ()
+    writes: bool = False
+
+
+def shape_literal(shape) -> str:
+    """``shape`` as numba source: a tuple of ints (``(3,)``, ``()``)."""
+    dims = tuple(int(d) for d in shape)
+    return repr(dims)
+
+
+def dtype_literal(dtype) -> str:
+    """A numpy dtype as numba source: ``np.float32``."""
+    return f"np.{np.dtype(dtype).type.__name__}"

@@ -1,0 +1,326 @@
+"""Compiled segments: runs of lowered steps computed by one generated numba function.
+
+A serial plan calls one Python kernel per step; for a chain of small kernels that
+call, not the arithmetic, is the cost (a few microseconds each). Where two or more
+consecutive steps have a lowering (``OpDef.lower``, graphflow/lowering.py), the plan
+writes them out as one numba function: their values pass between them inside
+compiled code, and the chain costs one call.
+
+- **Which steps.** Lowered CPU steps with static shapes and small outputs, taken in
+  plan order, at most :data:`MAX_SEGMENT_STEPS` per segment (compile time grows with
+  the function). Steps that cannot fail and read nothing the segment computes (feed
+  copies, constants with control inputs, variable handles) are run just before the
+  segment instead of ending it. A step that writes a variable ends its segment.
+- **Inputs.** Values from outside are arguments; the plan's constants are packed into
+  one read-only array per dtype (few arguments however many constants); a variable
+  is its value array, read and written under its lock (every variable of the
+  segment locked for the call, in name order).
+- **Tiered.** A segment compiles from its :data:`~graphflow.ops.fused_elementwise.
+  COMPILE_AFTER_CALLS`-th call, in the background (``GRAPHFLOW_TIERED=0``: in the
+  call); until then, and whenever it cannot run, its steps run one by one.
+- **Errors.** A lowered step raises where its kernel would fail, before it writes
+  anything. The segment then runs its steps one by one from its start: the step's
+  own kernel reports the error in its words, naming its node, and since only a
+  segment's last step writes, nothing is written twice.
+
+``GRAPHFLOW_SEGMENTS=0`` turns segments off.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+from numba.core.errors import NumbaError
+
+from graphflow.kernel_context import KernelSpec
+from graphflow.lowering import Lowering, shape_literal
+
+from ..ops.elementwise_table import COMPILED_DTYPES, type_aliases
+from ..ops.fused_elementwise import compiled_for
+from ..ops.jit import jittable, load_generated
+from ..ops.variable_ops import handle_attrs
+from .steps import CopyStep, KernelStep, Step
+
+log = logging.getLogger("graphflow.segments")
+
+#: The most lowered steps one generated function holds.
+MAX_SEGMENT_STEPS = 64
+
+#: Ops whose steps cannot fail and read no value: run before a segment, not ending it.
+_HOISTABLE_OPS = frozenset({"Const", "VarHandleOp"})
+
+
+def enabled() -> bool:
+    return os.environ.get("GRAPHFLOW_SEGMENTS", "1") != "0"
+
+
+# -- choosing the steps ---------------------------------------------------------------------
+@dataclass(eq=False)
+class SegmentPlan:
+    """The steps of one segment, by position in the plan."""
+
+    lowered: list[tuple[int, Lowering]] = field(default_factory=list)
+    before: list[int] = field(default_factory=list)  # hoisted steps, run first
+    produced: set[int] = field(default_factory=set)
+
+    @property
+    def first(self) -> int:
+        return self.lowered[0][0]
+
+    @property
+    def members(self) -> list[int]:
+        return sorted([k for k, _ in self.lowered] + self.before)
+
+
+def lowering_of(step: Step) -> Lowering | None:
+    """The step's lowering, when it has one for what the plan knows."""
+    if not isinstance(step, KernelStep) or step.device.device_type != "cpu" \
+            or step.ctx is None or not getattr(step.ctx.config, "optimize", True):
+        return None
+    lower = step.op.op_def.lowerers.get("cpu")
+    if lower is None:
+        return None
+    lowered = lower(KernelSpec(step.ctx, step.values, step.op.outputs))
+    if lowered is None:
+        return None
+    for i in lowered.variables:
+        if handle_attrs(step.values[i]) is None or step.ctx.resources is None:
+            return None
+    return lowered
+
+
+def _hoistable(step: Step) -> bool:
+    if isinstance(step, CopyStep):
+        return step.source is None and step.device.device_type == "cpu"
+    return isinstance(step, KernelStep) and step.op.type in _HOISTABLE_OPS \
+        and step.device.device_type == "cpu"
+
+
+def find_segments(steps: Sequence[Step], junk_slot: int | None) -> list[SegmentPlan]:
+    """The segments of a serial plan's ``steps``: runs of two or more lowered steps."""
+    found: list[SegmentPlan] = []
+    current: SegmentPlan | None = None
+
+    def close():
+        nonlocal current
+        if current is not None and len(current.lowered) >= 2:
+            found.append(current)
+        current = None
+
+    for k, step in enumerate(steps):
+        lowered = lowering_of(step)
+        if lowered is not None and junk_slot in step.outputs:
+            lowered = None  # a fed output: the step's value is not used
+        if lowered is not None:
+            if current is None:
+                current = SegmentPlan()
+            current.lowered.append((k, lowered))
+            current.produced.update(step.outputs)
+            if lowered.writes or len(current.lowered) >= MAX_SEGMENT_STEPS:
+                close()
+        elif current is not None and _hoistable(step) \
+                and not current.produced.intersection(step.flat_inputs):
+            current.before.append(k)
+        else:
+            close()
+    close()
+    return found
+
+
+# -- generating and running one ---------------------------------------------------------------
+class Segment:
+    """One compiled segment of a plan: ``segment.runner(slots) -> bool`` runs it (True)
+    or declines (False: not compiled yet, a value it cannot take, an error), and the
+    caller then runs its steps one by one."""
+
+    def __init__(self, found: SegmentPlan, steps: Sequence[Step], preloaded: dict,
+                 read_after: set[int]):
+        self.names = [steps[k].op.name for k, _ in found.lowered]
+        produced = found.produced
+        # names are given in order of appearance, so that segments of one structure
+        # (a repeated block of a graph) have one source: one compile, one cache entry
+        local: dict[int, str] = {}        # slot -> its name in the generated function
+        args: list[int] = []              # slots passed as arguments
+        constants: dict[str, np.ndarray] = {}  # name -> value (equal constants share one)
+        by_value: dict[tuple, str] = {}
+        variables: dict[str, tuple] = {}  # name -> (param, dtype, shape, resources)
+        body: list[str] = []
+        env: dict[str, Any] = {}
+        global_of: dict[int, str] = {}
+        bindings: list[str] = []
+
+        def value(slot: int) -> str:
+            name = local.get(slot)
+            if name is not None:
+                return name
+            if slot in preloaded and slot not in produced:
+                c = np.asarray(preloaded[slot])
+                key = (c.dtype.str, c.shape, c.tobytes()) if c.dtype != object else None
+                name = by_value.get(key) if key is not None else None
+                if name is None:
+                    name = f"v{len(local)}"
+                    constants[name] = c
+                    if key is not None:
+                        by_value[key] = name
+            else:
+                name = f"v{len(local)}"
+                if slot not in produced:
+                    args.append(slot)
+            local[slot] = name
+            return name
+
+        for j, (k, lowered) in enumerate(found.lowered):
+            step = steps[k]
+            names: dict[str, str] = {"t": f"s{j}_"}
+            for i, slot in enumerate(step.flat_inputs):
+                if f"{{i{i}}}" not in lowered.source:
+                    continue  # an input the lowering does not read (a static shape)
+                if i in lowered.variables:
+                    dtype, shape, name = handle_attrs(step.values[i])
+                    if name not in variables:
+                        variables[name] = (f"var{len(variables)}",
+                                           np.dtype(dtype.as_numpy_dtype),
+                                           tuple(shape.as_list()), step.ctx.resources)
+                    names[f"i{i}"] = variables[name][0]
+                else:
+                    names[f"i{i}"] = value(slot)
+            for m, slot in enumerate(step.outputs):
+                names[f"o{m}"] = value(slot)
+            for key, fn in lowered.functions.items():
+                global_name = global_of.get(id(fn))
+                if global_name is None:
+                    global_name = global_of[id(fn)] = f"g{len(global_of)}"
+                    env[global_name] = fn
+                    py = getattr(fn, "py_func", fn)
+                    bindings.append(f"# {global_name} = {py.__module__}.{py.__qualname__}")
+                names[key] = global_name
+            body += lowered.source.format(**names).splitlines()
+
+        if any(not jittable(c.dtype) for c in constants.values()):
+            raise _NotLowerable("a constant numba does not take")
+        self.outputs = [slot for k, _ in found.lowered for slot in steps[k].outputs
+                        if slot in read_after]
+        self.args = args
+        self.variables = [(name, *rest) for name, rest in variables.items()]
+        self.pools, unpack = _pools(constants)
+        params = [local[slot] for slot in args] + [param for _, param, *_ in self.variables] \
+            + [f"pool{j}" for j in range(len(self.pools))]
+        result = f"({''.join(f'{local[slot]}, ' for slot in self.outputs)})" \
+            if self.outputs else "0"
+        lines = ['"""A compiled segment generated by graphflow (runtime/segments.py)."""',
+                 "import numpy as np", "import numpy as _np",
+                 "from graphflow.ops.jit import kernel", *bindings, "",
+                 *type_aliases(COMPILED_DTYPES), "", "",
+                 "@kernel", f"def segment({', '.join(params)}):",
+                 *(f"    {line}" for line in unpack + body), f"    return {result}"]
+        self.source = "\n".join(lines) + "\n"
+        self.env = env
+        self.fn = None
+        self.ready = False
+        self.broken = False
+        self.runner = self._runner()
+
+    def _runner(self):
+        """``run(slots) -> bool``, generated: a line per argument, variable and output."""
+        env: dict[str, Any] = {"segment": self, "ndarray": np.ndarray, "asarray": np.asarray}
+        lines = ["def run(s):",
+                 "    fn = segment.fn if segment.ready else segment.compiled(s)",
+                 "    if fn is None:", "        return False"]
+        args = []
+        for slot in self.args:
+            lines.append(f"    a{slot} = v if type(v := s[{slot}]) is ndarray else asarray(v)")
+            args.append(f"a{slot}")
+        indent = "    "
+        for j, (name, param, dtype, shape, resources) in enumerate(self.variables):
+            env[f"resources{j}"], env[f"dtype{j}"], env[f"shape{j}"] = resources, dtype, shape
+            lines += [f"{indent}state{j} = resources{j}.variable({name!r})",
+                      f"{indent}with state{j}.lock:"]
+            indent += "    "
+            lines += [f"{indent}{param} = state{j}.value",
+                      f"{indent}if {param} is None or {param}.dtype != dtype{j} or {param}.shape "
+                      f"!= shape{j} or not {param}.flags.c_contiguous or state{j}.journaled:",
+                      f"{indent}    return False"]
+            args.append(param)
+        args += [f"pool{j}" for j in range(len(self.pools))]
+        env.update((f"pool{j}", p) for j, p in enumerate(self.pools))
+        lines += [f"{indent}try:", f"{indent}    out = fn({', '.join(args)})",
+                  f"{indent}except Exception as e:  # noqa: BLE001",
+                  f"{indent}    return segment.failed(e)"]
+        lines += [f"    s[{slot}] = out[{m}]" for m, slot in enumerate(self.outputs)]
+        lines.append("    return True")
+        exec(compile("\n".join(lines) + "\n", "<graphflow segment>", "exec"), env)  # noqa: S102
+        return env["run"]
+
+    def compiled(self, slots) -> Any:
+        """The compiled function, once numba has it for these arguments (tiered: its
+        compile starts in the background from the second call); None until then."""
+        if self.broken:
+            return None
+        if self.fn is None:
+            try:
+                self.fn = load_generated(self.source, "segment", self.env)
+            except Exception as e:  # noqa: BLE001 - a generator bug: run the steps
+                return self._give_up(e)
+        args = [np.asarray(slots[s]) for s in self.args]
+        args += [np.empty((0,) * len(shape), dtype) for _, _, dtype, shape, _ in self.variables]
+        if not compiled_for(self.fn, (*args, *self.pools)):
+            return None
+        self.ready = True
+        return self.fn
+
+    def failed(self, err: Exception) -> bool:
+        """The call raised: a lowered step's error (its steps then run one by one and
+        report it), or numba could not compile the segment (then it never runs)."""
+        if isinstance(err, NumbaError):
+            self._give_up(err)
+        return False
+
+    def _give_up(self, err: Exception) -> None:
+        self.broken, self.ready, self.fn = True, False, None
+        log.warning("compiled segment of %s could not be compiled, its steps run one by one: "
+                    "%s", ", ".join(self.names), err)
+
+
+class _NotLowerable(Exception):
+    pass
+
+
+def _pools(constants: dict[str, np.ndarray]) -> tuple[list[np.ndarray], list[str]]:
+    """The constants packed into one read-only array per dtype, and the lines that
+    unpack them (``name = pool{j}[a:b].reshape(shape)``)."""
+    by_dtype: dict[np.dtype, list[str]] = {}
+    for name, c in constants.items():
+        by_dtype.setdefault(c.dtype, []).append(name)
+    pools, lines = [], []
+    for j, (dtype, names) in enumerate(sorted(by_dtype.items(), key=lambda kv: str(kv[0]))):
+        pool = np.concatenate([constants[name].reshape(-1) for name in names])
+        pool.flags.writeable = False
+        pools.append(pool)
+        offset = 0
+        for name in names:
+            n = constants[name].size
+            lines.append(f"{name} = pool{j}[{offset}:{offset + n}]"
+                         f".reshape({shape_literal(constants[name].shape)})")
+            offset += n
+    return pools, lines
+
+
+def build_segments(steps: Sequence[Step], preloaded: dict, fetch_slots: Sequence,
+                   junk_slot: int | None) -> dict[int, tuple[Segment, SegmentPlan]]:
+    """The plan's segments, by the position of their first step."""
+    if not enabled():
+        return {}
+    built = {}
+    for found in find_segments(steps, junk_slot):
+        inside = {k for k, _ in found.lowered}
+        read_after = {s for k, step in enumerate(steps) if k not in inside
+                      for s in step.flat_inputs}
+        read_after.update(s for s in fetch_slots if s is not None)
+        try:
+            built[found.first] = (Segment(found, steps, preloaded, read_after), found)
+        except _NotLowerable:
+            continue
+    return built
