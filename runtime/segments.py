@@ -15,8 +15,8 @@ compiled code, and the chain costs one call.
   one read-only array per dtype (few arguments however many constants); a variable
   is its value array, read and written under its lock (every variable of the
   segment locked for the call, in name order).
-- **Tiered.** A segment compiles from its :data:`~graphflow.ops.fused_elementwise.
-  COMPILE_AFTER_CALLS`-th call, in the background (``GRAPHFLOW_TIERED=0``: in the
+- **Tiered.** A segment compiles from its plan's second call (``COMPILE_AFTER_CALLS``
+  in ops/fused_elementwise.py), in the background (``GRAPHFLOW_TIERED=0``: in that
   call); until then, and whenever it cannot run, its steps run one by one.
 - **Errors.** A lowered step raises where its kernel would fail, before it writes
   anything. The segment then runs its steps one by one from its start: the step's
@@ -39,7 +39,7 @@ from graphflow.kernel_context import KernelSpec
 from graphflow.lowering import Lowering, shape_literal
 
 from ..ops.elementwise_table import COMPILED_DTYPES, type_aliases
-from ..ops.fused_elementwise import compiled_for
+from ..ops.fused_elementwise import COMPILE_AFTER_CALLS, compiled_for
 from ..ops.jit import jittable, load_generated
 from ..ops.variable_ops import handle_attrs
 from .steps import CopyStep, KernelStep, Step
@@ -47,7 +47,7 @@ from .steps import CopyStep, KernelStep, Step
 log = logging.getLogger("graphflow.segments")
 
 #: The most lowered steps one generated function holds.
-MAX_SEGMENT_STEPS = 64
+MAX_SEGMENT_STEPS = 32
 
 #: Ops whose steps cannot fail and read no value: run before a segment, not ending it.
 _HOISTABLE_OPS = frozenset({"Const", "VarHandleOp"})
@@ -221,6 +221,8 @@ class Segment:
         self.fn = None
         self.ready = False
         self.broken = False
+        self.asked = 0  # calls before it was compiled
+        self.runs = 0   # calls it ran (not its steps one by one)
         self.runner = self._runner()
 
     def _runner(self):
@@ -250,14 +252,18 @@ class Segment:
                   f"{indent}except Exception as e:  # noqa: BLE001",
                   f"{indent}    return segment.failed(e)"]
         lines += [f"    s[{slot}] = out[{m}]" for m, slot in enumerate(self.outputs)]
-        lines.append("    return True")
+        lines += ["    segment.runs += 1", "    return True"]
         exec(compile("\n".join(lines) + "\n", "<graphflow segment>", "exec"), env)  # noqa: S102
         return env["run"]
 
     def compiled(self, slots) -> Any:
-        """The compiled function, once numba has it for these arguments (tiered: its
-        compile starts in the background from the second call); None until then."""
+        """The compiled function, once numba has it for these arguments; None until then.
+        A plan run once never compiles its segments: they compile from the
+        :data:`COMPILE_AFTER_CALLS`-th call on (tiered: in the background)."""
         if self.broken:
+            return None
+        self.asked += 1
+        if self.asked < COMPILE_AFTER_CALLS:
             return None
         if self.fn is None:
             try:
