@@ -195,13 +195,16 @@ def feed_checker(out: Output) -> Callable[[Any], Any]:
     (:func:`feed_array`), and checks it against ``out``'s static shape."""
     dtype, name = out.dtype, out.name
     static = out.shape.as_tuple()
+    if static is None:
+        return lambda value: feed_array(value, dtype, name)
+    known = tuple((k, d) for k, d in enumerate(static) if d is not None)
+    rank = len(static)
 
     def check(value):
         value = feed_array(value, dtype, name)
-        if static is not None:
-            shape = value.shape
-            if len(shape) != len(static) or any(
-                    s is not None and s != d for s, d in zip(static, shape)):
+        shape = value.shape
+        if shape != static:  # a fully known shape matches at once
+            if len(shape) != rank or any(shape[k] != d for k, d in known):
                 raise InvalidArgumentError(
                     f"Cannot feed value of shape {tuple(shape)} for Tensor '{name}', which has "
                     f"shape {out.shape}")

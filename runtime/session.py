@@ -112,7 +112,9 @@ class _Fetches:
 
     def __init__(self, graph: Graph, fetches: Any):
         self.flat: list[Output | Operation] = []
-        self._structure = self._flatten(graph, fetches)
+        self._structure = structure = self._flatten(graph, fetches)
+        self._flat_list = structure[0] == "seq" and structure[1] is list \
+            and all(node[0] == "leaf" for node in structure[2])
 
     def _flatten(self, graph: Graph, f: Any, depth: int = 0):
         if isinstance(f, (dict, list, tuple)) and depth >= MAX_FETCH_NESTING:
@@ -130,6 +132,8 @@ class _Fetches:
         return ("leaf", len(self.flat) - 1)
 
     def build(self, values: list) -> Any:
+        if self._flat_list:
+            return values  # a flat list of fetches: the plan's results, in its order
         return self._build(self._structure, values)
 
     def _build(self, node, values):

@@ -11,6 +11,9 @@ import graphflow as gf
 # Fused kernels compile before their first call in tests (tests/test_tiered.py turns
 # tiered compilation back on), so that a test sees the path it asks about.
 os.environ.setdefault("GRAPHFLOW_TIERED", "0")
+# Compiled segments (runtime/segments.py) cost numba seconds each, and random-graph
+# tests would compile new ones on every run: tests/test_segments.py turns them on.
+os.environ.setdefault("GRAPHFLOW_SEGMENTS", "0")
 
 settings.register_profile("ci", max_examples=60, deadline=None)
 settings.register_profile("long", max_examples=20000, deadline=None)

@@ -196,7 +196,7 @@ def test_generated_pass_is_cached_on_disk_across_processes(tmp_path):
 
 def test_generated_pass_without_a_writable_cache(monkeypatch):
     """A cache folder that cannot be written: the pass compiles from memory."""
-    def refuse(name, source):
+    def refuse(name, source, env=None):
         raise PermissionError("read-only")
     monkeypatch.setattr(jit, "_import_source", refuse)
     monkeypatch.setattr(fused_ops, "_compiled", {})

@@ -16,6 +16,12 @@ from graphflow.runtime import segments as segment_runtime
 CALLS = 3  # the first call runs the steps; the segment compiles at the second
 
 
+@pytest.fixture(autouse=True)
+def segments_on(monkeypatch):
+    """tests/conftest.py turns segments off for the rest of the suite."""
+    monkeypatch.setenv("GRAPHFLOW_SEGMENTS", "1")
+
+
 def _segments(sess) -> list:
     """The compiled segments of every plan (and shape-specialized plan) of ``sess``."""
     found = []
