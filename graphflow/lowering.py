@@ -30,12 +30,24 @@ class Lowering:
     Static shapes and dtypes are written into the lines as literals. An input
     listed in ``variables`` is a resource handle: ``{iK}`` is then the variable's
     value array (C-contiguous, of the handle's dtype and static shape), read and
-    written under the variable's lock. ``writes``: the step writes a variable."""
+    written under the variable's lock. ``writes``: the step writes a variable.
+    ``weight``: what the step adds to the segment's compile time, in simple ops (a
+    fused region counts its nodes); a segment holds a bounded weight. A value of
+    ``functions`` may be :class:`Deferred`: loaded only when the segment compiles."""
 
     source: str
     functions: Mapping[str, Callable] = field(default_factory=dict)
     variables: tuple[int, ...] = ()
     writes: bool = False
+    weight: int = 1
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A compiled function loaded when first needed (``load()``): building a plan
+    never creates a numba dispatcher it may not use."""
+
+    load: Callable[[], Callable]
 
 
 def shape_literal(shape) -> str:

@@ -20,9 +20,11 @@ A call takes one of three paths:
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -33,8 +35,9 @@ from numba.core.errors import NumbaError
 from graphflow import errors
 from graphflow.errors import OpError
 from graphflow.kernel_context import KernelContext
-from graphflow.lowering import Lowering, dtype_literal, shape_literal
+from graphflow.lowering import Deferred, Lowering, dtype_literal, shape_literal
 from graphflow.memory_limit import limit_outputs
+from graphflow.refcounts import HELD_BY_ONE_LOCAL
 from graphflow.registry import IntAttr, TypeAttr, register_op
 
 FusedElementwise = register_op(
@@ -83,7 +86,7 @@ class _FusedRun:
     is worked out here, once per plan."""
 
     __slots__ = ("ctx", "program", "max_elements", "per_node", "out_dtypes", "supports",
-                 "support_inputs", "partial", "kernels", "ready", "empty")
+                 "support_inputs", "partial", "kernels", "ready", "empty", "asked")
 
     def __init__(self, ctx, program, max_elements: int, per_node):
         n_in = len(program.inputs)
@@ -101,6 +104,7 @@ class _FusedRun:
                              if s != full)
         self.kernels: dict[tuple[int, int], object] = {}
         self.ready: set[tuple[int, int]] = set()  # kernels compiled for the arguments seen
+        self.asked: dict[tuple[int, int], int] = {}  # calls before a kernel was loaded
         self.empty = ctx.empty
 
     def run(self, inputs):
@@ -180,11 +184,19 @@ class _FusedRun:
         compilation: the caller then runs the nodes one by one, with the same results)."""
         key = (scalars, rank)
         fn = self.kernels.get(key)
+        asked = 0
         if fn is None:
-            fn = self.kernels.setdefault(key, self.program.kernel(scalars, rank))
+            fn = self.program.loaded_kernel(scalars, rank)
+            if fn is None and _tiered():  # not loaded before its compile is due
+                asked = self.asked[key] = self.asked.get(key, 0) + 1
+                if asked < COMPILE_AFTER_CALLS:
+                    return None
+            if fn is None:
+                fn = self.program.kernel(scalars, rank)
+            fn = self.kernels.setdefault(key, fn)
         if key in self.ready or fn is _UNCOMPILED:
             return fn
-        if compiled_for(fn, args):
+        if compiled_for(fn, args, asked_before=max(asked - 1, 0)):
             self.ready.add(key)
             return fn
         return None
@@ -198,10 +210,15 @@ class _FusedRun:
         return self.per_node(inputs)
 
 
+#: Fused regions of at most this many nodes are lowered into compiled segments; a bigger
+#: one is a kernel worth its own call (and would make the segment's compile long).
+MAX_LOWERED_NODES = 16
+
+
 def _static_fast_path(spec):
-    """``(kernel, shape, scalars, out dtypes)`` when the plan knows the shapes and every
-    input has one full shape or one element, every output the full shape, within the
-    memory limit: the fast path decided once. None otherwise."""
+    """``(shape, scalars, out dtypes)`` when the plan knows the shapes and every input
+    has one full shape or one element, every output the full shape, within the memory
+    limit: the fast path decided once. None otherwise."""
     program = spec.attrs["region"].program
     n_in = len(program.inputs)
     shapes = [spec.shape(i) for i in range(n_in)]
@@ -220,38 +237,45 @@ def _static_fast_path(spec):
     out_dtypes = tuple(np.dtype(program.nodes[i][1]) for i in program.outputs)
     if math.prod(shape) * max(d.itemsize for d in out_dtypes) > spec.ctx.allowed_bytes:
         return None
-    return program.kernel(scalars, 0), shape, scalars, out_dtypes
+    return shape, scalars, out_dtypes
 
 
 @FusedElementwise.prepare("cpu")
 def _prepare_fused(spec):
     """Static shapes on the fast path: its decisions made once. Until the region's
-    kernel is compiled (tiered compilation) the full kernel runs; then one compiled call."""
+    kernel is compiled (tiered compilation) the full kernel runs, which loads and
+    compiles it; then one compiled call."""
     static = _static_fast_path(spec)
     if static is None:
         return None
-    fn, shape, _, out_dtypes = static
+    program = spec.attrs["region"].program
+    shape, scalars, out_dtypes = static
     n = math.prod(shape)
     flat = len(shape) == 1
     allocators = [spec.allocator(shape, dtype) for dtype in out_dtypes]
+    compiled = []  # the kernel, once numba has it
 
     def lean(ctx, inputs):
-        if not fn.overloads:  # not compiled yet (or not compilable): the full kernel
-            return _fused_elementwise(ctx, inputs)
+        if not compiled:
+            fn = program.loaded_kernel(scalars, 0)
+            if fn is None or not fn.overloads:  # not compiled yet: the full kernel
+                return _fused_elementwise(ctx, inputs)
+            compiled.append(fn)
         outs = [new() for new in allocators]
-        fn(n, *[x if x.ndim == 1 else x.reshape(-1) for x in inputs],
-           *(outs if flat else [o.reshape(-1) for o in outs]))
+        compiled[0](n, *[x if x.ndim == 1 else x.reshape(-1) for x in inputs],
+                    *(outs if flat else [o.reshape(-1) for o in outs]))
         return outs
     return lean
 
 
 @FusedElementwise.lower("cpu")
 def _lower_fused(spec):
-    """The fast path's one call, on small outputs."""
+    """The fast path's one call, for a small region with small outputs."""
     static = _static_fast_path(spec)
-    if static is None:
+    program = spec.attrs["region"].program
+    if static is None or len(program.nodes) > MAX_LOWERED_NODES:
         return None
-    fn, shape, _, out_dtypes = static
+    shape, scalars, out_dtypes = static
     if not all(spec.ctx.plain_small(math.prod(shape) * d.itemsize) for d in out_dtypes):
         return None
     outs = range(len(out_dtypes))
@@ -262,7 +286,8 @@ def _lower_fused(spec):
         "".join(f"{{o{m}}} = np.empty({shape_literal(shape)}, {dtype_literal(d)})\n"
                 for m, d in zip(outs, out_dtypes))
         + f"{{fused}}({math.prod(shape)}{flat_in}{flat_out})",
-        {"fused": fn})
+        {"fused": Deferred(functools.partial(program.kernel, scalars, 0))},
+        weight=len(program.nodes))
 
 
 # -- tiered compilation --------------------------------------------------------------------------
@@ -281,7 +306,7 @@ _asked: dict = {}  # (dispatcher, signature) -> calls that found it not compiled
 COMPILE_AFTER_CALLS = 2
 
 
-def compiled_for(fn, args: tuple) -> bool:
+def compiled_for(fn, args: tuple, asked_before: int = 0) -> bool:
     """Whether numba dispatcher ``fn`` is compiled for ``args``' types. If not, with tiered
     compilation on, False; its compilation (or loading from the disk cache) starts in
     the background once it is asked for the :data:`COMPILE_AFTER_CALLS`-th time (a
@@ -296,7 +321,7 @@ def compiled_for(fn, args: tuple) -> bool:
     with _compiling_lock:
         future = _compiling.get((fn, signature))
         if future is None:
-            asked = _asked[(fn, signature)] = _asked.get((fn, signature), 0) + 1
+            asked = _asked[(fn, signature)] = _asked.get((fn, signature), asked_before) + 1
             if asked < COMPILE_AFTER_CALLS:
                 return False
             del _asked[(fn, signature)]
@@ -333,18 +358,45 @@ def _per_node(ctx):
         steps.append((op, limit_outputs(found.fn, op, member_ctx), member_ctx, operands))
     n_in = len(program.inputs)
     outputs = tuple(n_in + i for i in program.outputs)
+    # intermediates dead after each node: their buffers go back to the plan's pool, so
+    # a long region run node by node reuses a few buffers instead of touching new memory
+    last_reader = {r: k for k, (_, _, operands) in enumerate(program.nodes) for r in operands}
+    dead_after = [[] for _ in steps]
+    for r, k in last_reader.items():
+        if r >= n_in and r not in outputs:
+            dead_after[k].append(r)
+    release = _releaser(ctx)
 
     def run(inputs):
         values = list(inputs)
-        for op, fn, member_ctx, operands in steps:
+        for (op, fn, member_ctx, operands), dead in zip(steps, dead_after):
             try:
                 values.append(fn(member_ctx, *[values[r] for r in operands]))
             except (KeyboardInterrupt, SystemExit):
                 raise
             except Exception as e:  # noqa: BLE001 - re-raised naming the node
                 raise node_error(op, e) from e
+            for r in dead:
+                release(values, r)
         return [values[i] for i in outputs]
     return run
+
+
+def _releaser(ctx):
+    """``release(values, r)``: clear ``values[r]``, giving its buffer to the plan's pool
+    when it is a big host array nothing else holds (the executor's rule)."""
+    give = getattr(ctx.buffers, "give", None)
+    getrefcount, ndarray = sys.getrefcount, np.ndarray
+
+    def release(values, r):
+        value = values[r]
+        values[r] = None
+        if (give is not None and type(value) is ndarray and value.base is None
+                and value.flags.writeable and value.dtype.kind != "O"
+                and not ctx.plain_small(value.nbytes)
+                and getrefcount(value) == HELD_BY_ONE_LOCAL):
+            give(value)
+    return release
 
 
 def node_error(op, err: BaseException) -> OpError:

@@ -239,7 +239,7 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
         # when it declines (not compiled yet, or an error: theirs, in their words)
         segment, found = segments[k]
         in_segment.update(found.members)
-        env[f"seg{k}"] = segment.runner
+        env[f"seg{k}"] = segment.run
         for j in found.before:
             body += call_lines(j)
         body += [f"k = {k}", f"if not seg{k}(s):"]

@@ -144,6 +144,11 @@ class Program:
         lines += [f"    {'    ' * len(loops)}{line}" for line in body[False] or ["pass"]]
         return "\n".join(lines) + "\n"
 
+    def loaded_kernel(self, scalars: int = 0, rank: int = 0) -> Callable | None:
+        """:meth:`kernel` if this process loaded it already, else None (loading creates a
+        numba dispatcher: what a first call need not pay for)."""
+        return _KERNELS.get((self, scalars, rank))
+
     def kernel(self, scalars: int = 0, rank: int = 0) -> Callable:
         """The compiled kernel of :meth:`source`: cached in this process by structure, and
         on disk (numba's cache) by its source."""

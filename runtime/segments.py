@@ -36,7 +36,7 @@ import numpy as np
 from numba.core.errors import NumbaError
 
 from graphflow.kernel_context import KernelSpec
-from graphflow.lowering import Lowering, shape_literal
+from graphflow.lowering import Deferred, Lowering, shape_literal
 
 from ..ops.elementwise_table import COMPILED_DTYPES, type_aliases
 from ..ops.fused_elementwise import COMPILE_AFTER_CALLS, compiled_for
@@ -46,8 +46,10 @@ from .steps import CopyStep, KernelStep, Step
 
 log = logging.getLogger("graphflow.segments")
 
-#: The most lowered steps one generated function holds.
+#: The most lowered steps one generated function holds, and their most weight (simple
+#: ops: a fused region counts its nodes): numba's compile time grows with both.
 MAX_SEGMENT_STEPS = 32
+MAX_SEGMENT_WEIGHT = 64
 
 #: Ops whose steps cannot fail and read no value: run before a segment, not ending it.
 _HOISTABLE_OPS = frozenset({"Const", "VarHandleOp"})
@@ -65,6 +67,7 @@ class SegmentPlan:
     lowered: list[tuple[int, Lowering]] = field(default_factory=list)
     before: list[int] = field(default_factory=list)  # hoisted steps, run first
     produced: set[int] = field(default_factory=set)
+    weight: int = 0
 
     @property
     def first(self) -> int:
@@ -115,10 +118,13 @@ def find_segments(steps: Sequence[Step], junk_slot: int | None) -> list[SegmentP
         if lowered is not None and junk_slot in step.outputs:
             lowered = None  # a fed output: the step's value is not used
         if lowered is not None:
+            if current is not None and current.weight + lowered.weight > MAX_SEGMENT_WEIGHT:
+                close()
             if current is None:
                 current = SegmentPlan()
             current.lowered.append((k, lowered))
             current.produced.update(step.outputs)
+            current.weight += lowered.weight
             if lowered.writes or len(current.lowered) >= MAX_SEGMENT_STEPS:
                 close()
         elif current is not None and _hoistable(step) \
@@ -132,13 +138,46 @@ def find_segments(steps: Sequence[Step], junk_slot: int | None) -> list[SegmentP
 
 # -- generating and running one ---------------------------------------------------------------
 class Segment:
-    """One compiled segment of a plan: ``segment.runner(slots) -> bool`` runs it (True)
+    """One compiled segment of a plan: ``segment.run(slots) -> bool`` runs it (True)
     or declines (False: not compiled yet, a value it cannot take, an error), and the
     caller then runs its steps one by one."""
 
     def __init__(self, found: SegmentPlan, steps: Sequence[Step], preloaded: dict,
                  read_after: set[int]):
         self.names = [steps[k].op.name for k, _ in found.lowered]
+        self._parts = (found, steps, preloaded, read_after)
+        self.source = None
+        self.fn = None
+        self.ready = False
+        self.broken = False
+        self.asked = 0  # calls before it was compiled
+        self.runs = 0   # calls it ran (not its steps one by one)
+        self._runner = None
+
+    def run(self, slots: list) -> bool:
+        """Run the segment on the plan's slots (True), or decline (False). Its source is
+        generated when its compile is due: a plan run once never makes one."""
+        runner = self._runner
+        if runner is None:
+            if self.broken:
+                return False
+            self.asked += 1
+            if self.asked < COMPILE_AFTER_CALLS:
+                return False
+            try:
+                self._generate(*self._parts)
+            except _NotLowerable:  # a constant numba does not take: the steps it is
+                self.broken = True
+                return False
+            except Exception as e:  # noqa: BLE001 - a generator bug: run the steps
+                self._give_up(e)
+                return False
+            runner = self._runner
+        return runner(slots)
+
+    def _generate(self, found: SegmentPlan, steps: Sequence[Step], preloaded: dict,
+                  read_after: set[int]) -> None:
+        """The segment's numba source and the Python function that calls it."""
         produced = found.produced
         # names are given in order of appearance, so that segments of one structure
         # (a repeated block of a graph) have one source: one compile, one cache entry
@@ -190,6 +229,8 @@ class Segment:
             for m, slot in enumerate(step.outputs):
                 names[f"o{m}"] = value(slot)
             for key, fn in lowered.functions.items():
+                if isinstance(fn, Deferred):
+                    fn = fn.load()
                 global_name = global_of.get(id(fn))
                 if global_name is None:
                     global_name = global_of[id(fn)] = f"g{len(global_of)}"
@@ -218,14 +259,9 @@ class Segment:
                  *(f"    {line}" for line in unpack + body), f"    return {result}"]
         self.source = "\n".join(lines) + "\n"
         self.env = env
-        self.fn = None
-        self.ready = False
-        self.broken = False
-        self.asked = 0  # calls before it was compiled
-        self.runs = 0   # calls it ran (not its steps one by one)
-        self.runner = self._runner()
+        self._runner = self._make_runner()
 
-    def _runner(self):
+    def _make_runner(self):
         """``run(slots) -> bool``, generated: a line per argument, variable and output."""
         env: dict[str, Any] = {"segment": self, "ndarray": np.ndarray, "asarray": np.asarray}
         lines = ["def run(s):",
@@ -257,13 +293,9 @@ class Segment:
         return env["run"]
 
     def compiled(self, slots) -> Any:
-        """The compiled function, once numba has it for these arguments; None until then.
-        A plan run once never compiles its segments: they compile from the
-        :data:`COMPILE_AFTER_CALLS`-th call on (tiered: in the background)."""
+        """The compiled function, once numba has it for these arguments (tiered: compiled
+        in the background); None until then."""
         if self.broken:
-            return None
-        self.asked += 1
-        if self.asked < COMPILE_AFTER_CALLS:
             return None
         if self.fn is None:
             try:
@@ -272,7 +304,7 @@ class Segment:
                 return self._give_up(e)
         args = [np.asarray(slots[s]) for s in self.args]
         args += [np.empty((0,) * len(shape), dtype) for _, _, dtype, shape, _ in self.variables]
-        if not compiled_for(self.fn, (*args, *self.pools)):
+        if not compiled_for(self.fn, (*args, *self.pools), asked_before=self.asked - 1):
             return None
         self.ready = True
         return self.fn
@@ -285,7 +317,7 @@ class Segment:
         return False
 
     def _give_up(self, err: Exception) -> None:
-        self.broken, self.ready, self.fn = True, False, None
+        self.broken, self.ready, self.fn, self._runner = True, False, None, None
         log.warning("compiled segment of %s could not be compiled, its steps run one by one: "
                     "%s", ", ".join(self.names), err)
 
@@ -325,8 +357,5 @@ def build_segments(steps: Sequence[Step], preloaded: dict, fetch_slots: Sequence
         read_after = {s for k, step in enumerate(steps) if k not in inside
                       for s in step.flat_inputs}
         read_after.update(s for s in fetch_slots if s is not None)
-        try:
-            built[found.first] = (Segment(found, steps, preloaded, read_after), found)
-        except _NotLowerable:
-            continue
+        built[found.first] = (Segment(found, steps, preloaded, read_after), found)
     return built
