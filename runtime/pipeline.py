@@ -20,6 +20,7 @@ from typing import Callable, Mapping, Sequence
 
 from graphflow.graph import Operation, Output
 
+from . import folding, fusion, partition_stitch, simplify
 from .passes import prune
 
 
@@ -148,31 +149,26 @@ def until_stable(*passes: Pass, rounds: int = 4) -> Pass:
 # -- the passes ----------------------------------------------------------------------------
 def fold_pass(devices, config) -> Pass:
     """Constant folding (runtime/folding.py), shape-only ops included."""
-    from .folding import fold_constants as fold
-
     def fold_constants(ir: PlanIR) -> PlanIR:
         roots: list[Output] = []
-        found = fold(list(ir.ops), ir.fed, dict(ir.subst), devices, config, roots)
+        found = folding.fold_constants(list(ir.ops), ir.fed, dict(ir.subst), devices, config, roots)
         return substitute(ir, found, roots)
     return fold_constants
 
 
 def simplify_pass(ir: PlanIR) -> PlanIR:
     """Arithmetic and shape simplification (runtime/simplify.py)."""
-    from .simplify import simplify
-    return substitute(ir, simplify(list(ir.ops), ir.fed, dict(ir.subst)))
+    return substitute(ir, simplify.simplify(list(ir.ops), ir.fed, dict(ir.subst)))
 
 
 def partition_stitch_pass(ir: PlanIR) -> PlanIR:
     """Partition -> element-wise -> stitch as one pass (runtime/partition_stitch.py)."""
-    from .partition_stitch import fuse_partition_stitch
-    return substitute(ir, fuse_partition_stitch(list(ir.ops), ir.fed))
+    return substitute(ir, partition_stitch.fuse_partition_stitch(list(ir.ops), ir.fed))
 
 
 def fuse_pass(ir: PlanIR) -> PlanIR:
     """Element-wise regions as fused nodes (runtime/fusion.py)."""
-    from .fusion import fuse_elementwise
-    return substitute(ir, fuse_elementwise(list(ir.ops), ir.fed, dict(ir.subst), ir.targets))
+    return substitute(ir, fusion.fuse_elementwise(list(ir.ops), ir.fed, dict(ir.subst), ir.targets))
 
 
 def optimizing_passes(devices, config) -> tuple[Pass, ...]:
