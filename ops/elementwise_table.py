@@ -123,7 +123,6 @@ RULES = (
 MINMAX = {"Maximum": ">", "Minimum": "<"}
 
 
-
 def lower_elementwise(rule: ElementwiseRule, spec) -> Lowering | None:
     """One element-wise op inside a compiled segment (graphflow/lowering.py): a loop over
     the elements, where every input has the output's static shape or holds one element."""
