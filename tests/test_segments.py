@@ -137,6 +137,30 @@ def test_elementwise_ops_in_a_segment(op, dtype):
     _check(build, [a, b])
 
 
+UNARY_AND_MORE = {
+    "neg": lambda s, x, y: s.neg(x),
+    "cast_to_int": lambda s, x, y: s.cast(s.greater(x, y), gf.int32),
+    "cast_to_float": lambda s, x, y: s.cast(s.cast(x, gf.int64), gf.float32),
+    "select": lambda s, x, y: s.select_v2(s.less(x, y), x, y),
+    "logical": lambda s, x, y: s.logical_not(s.logical_and(s.less(x, y), s.greater(x, 0.5))),
+    "squeeze": lambda s, x, y: s.squeeze(s.expand_dims(x, 1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY_AND_MORE))
+def test_other_lowered_ops_in_a_segment(name):
+    a = np.array([-2.5, -0.0, 0.0, 0.5, 1.5, np.inf, -7.25, 3.0], np.float32)
+    b = np.array([1.0, 0.0, -0.0, 0.75, 1.5, 2.0, -8.0, 3.5], np.float32)
+
+    def build(s):
+        x = s.placeholder(gf.float32, shape=[8])
+        y = s.placeholder(gf.float32, shape=[8])
+        waits = s.with_control_dependencies([s.no_op()])  # one lowered step per op
+        r = UNARY_AND_MORE[name](waits, x, y)
+        return s.expand_dims(r, 0), [x, y], None
+    _check(build, [a, b])
+
+
 def test_special_float_values_keep_their_bits():
     a = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 3e38, -1.5], np.float32)
 
