@@ -328,14 +328,18 @@ def compiled_for(fn, args: tuple, asked_before: int = 0) -> bool:
             if _compiler is None:
                 _compiler = ThreadPoolExecutor(1, thread_name_prefix="graphflow-compile")
             future = _compiling[(fn, signature)] = _compiler.submit(_compile, fn, signature)
-    return future.done() and signature in fn.overloads
+    # done: compiled, or failed, when the caller's own call fails in its words (a fused
+    # node then runs its nodes one by one, a segment its steps, from then on)
+    return future.done()
 
 
-def _compile(fn, signature) -> None:
+def _compile(fn, signature) -> bool:
     try:
         fn.compile(signature)
-    except Exception as e:  # noqa: BLE001 - the foreground call reports it, node by node
+    except Exception as e:  # noqa: BLE001 - the foreground call reports it
         log.debug("background compile of %s failed: %s", fn, e)
+        return False
+    return True
 
 
 def _per_node(ctx):

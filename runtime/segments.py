@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -299,7 +300,7 @@ class Segment:
             return None
         if self.fn is None:
             try:
-                self.fn = load_generated(self.source, "segment", self.env)
+                self.fn = _loaded(self.source, self.env)
             except Exception as e:  # noqa: BLE001 - a generator bug: run the steps
                 return self._give_up(e)
         args = [np.asarray(slots[s]) for s in self.args]
@@ -324,6 +325,20 @@ class Segment:
 
 class _NotLowerable(Exception):
     pass
+
+
+_LOADED: dict[str, Any] = {}  # source -> its numba dispatcher, one per process
+_LOADED_LOCK = threading.Lock()
+
+
+def _loaded(source: str, env: dict) -> Any:
+    """The dispatcher of a segment's source: one per process, so that plans with the
+    same segment (a repeated block, a plan built again) share its compile."""
+    with _LOADED_LOCK:
+        fn = _LOADED.get(source)
+        if fn is None:
+            fn = _LOADED[source] = load_generated(source, "segment", env)
+        return fn
 
 
 def _pools(constants: dict[str, np.ndarray]) -> tuple[list[np.ndarray], list[str]]:

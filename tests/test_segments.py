@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import graphflow as gf
 from graphflow.errors import OpError
+from graphflow.ops import fused_elementwise
 from graphflow.runtime import segments as segment_runtime
 
 CALLS = 3  # the first call runs the steps; the segment compiles at the second
@@ -298,3 +299,30 @@ def test_random_chains_give_the_unoptimized_bits(chain, fed_ids):
     got, _ = _run(build, [np.linspace(-2, 2, 8, dtype=np.float32), ids], optimize=True)
     want, _ = _run(build, [np.linspace(-2, 2, 8, dtype=np.float32), ids], optimize=False)
     _assert_same(got, want)
+
+
+@pytest.mark.parametrize("tiered", ["0", "1"])
+def test_a_segment_numba_cannot_compile_runs_its_steps(monkeypatch, caplog, tiered):
+    """A lowering bug (here: a name numba does not know) costs the segment, never the
+    run: its steps run one by one, and a warning names them."""
+    from graphflow.lowering import Lowering
+    from graphflow.registry import op_def
+
+    monkeypatch.setenv("GRAPHFLOW_TIERED", tiered)
+    monkeypatch.setitem(op_def("Neg").lowerers, "cpu",
+                        lambda spec: Lowering("{o0} = no_such_function({i0})"))
+
+    def build(s):
+        x = s.placeholder(gf.float32, shape=[4])
+        return s.reshape(s.neg(s.gather_nd(x, [[3], [0]])), [2, 1]), [x], None
+    feeds = [np.arange(4, dtype=np.float32)]
+    got, segments = _run(build, feeds, optimize=True, calls=6)
+    want, _ = _run(build, feeds, optimize=False, calls=6)
+    _assert_same(got, want)
+    if tiered == "1":  # the background compile failed: a later call finds out
+        for future in list(fused_elementwise._compiling.values()):
+            future.result()
+        got, segments = _run(build, feeds, optimize=True, calls=6)
+        _assert_same(got, want)
+    assert segments and all(seg.broken and not seg.runs for seg in segments)
+    assert "could not be compiled" in caplog.text
