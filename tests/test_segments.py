@@ -326,3 +326,28 @@ def test_a_segment_numba_cannot_compile_runs_its_steps(monkeypatch, caplog, tier
         _assert_same(got, want)
     assert segments and all(seg.broken and not seg.runs for seg in segments)
     assert "could not be compiled" in caplog.text
+
+
+def test_threads_sharing_a_segment_lose_no_update():
+    """Four threads run one plan whose segment reads and writes a variable: it holds the
+    variable's lock for the whole call, so every update lands (integer sums commute:
+    the total is known)."""
+    from tests.support.threads import run_in_threads
+
+    s = gf.Scope(gf.Graph())
+    table = s.variable(np.zeros((16, 2), np.int64), name="counts")
+    ids = s.placeholder(gf.int32, shape=[3])
+    ones = s.placeholder(gf.int64, shape=[3, 2])
+    step = table.scatter_nd_add(s.expand_dims(ids, 1), s.mul(ones, np.int64(2)),
+                                read_value=False)
+    with gf.Session(s.graph) as sess:
+        sess.run(table.initializer)
+        call = sess.make_callable(step, [ids, ones])
+        batches = [np.array([k % 16, (3 * k) % 16, k % 16], np.int32) for k in range(4)]
+        unit = np.ones((3, 2), np.int64)
+        assert run_in_threads(lambda k: [call(batches[k], unit) for _ in range(50)], 4) == []
+        assert any(seg.runs for seg in _segments(sess))
+        want = np.zeros((16, 2), np.int64)
+        for batch in batches:
+            np.add.at(want, batch, 2 * 50)
+        np.testing.assert_array_equal(sess.run(table.value()), want)
