@@ -7,8 +7,8 @@ writes them out as one numba function: their values pass between them inside
 compiled code, and the chain costs one call.
 
 - **Which steps.** Lowered CPU steps with static shapes and small outputs, taken in
-  plan order, at most :data:`MAX_SEGMENT_STEPS` per segment (compile time grows with
-  the function). Steps that cannot fail and read nothing the segment computes (feed
+  plan order, at most :data:`MAX_SEGMENT_STEPS` per segment and
+  :data:`MAX_SEGMENT_WEIGHT` simple ops (compile time grows with the function). Steps that cannot fail and read nothing the segment computes (feed
   copies, constants with control inputs, variable handles) are run just before the
   segment instead of ending it. A step that writes a variable ends its segment.
 - **Inputs.** Values from outside are arguments; the plan's constants are packed into
@@ -246,7 +246,8 @@ class Segment:
         self.outputs = [slot for k, _ in found.lowered for slot in steps[k].outputs
                         if slot in read_after]
         self.args = args
-        self.variables = [(name, *rest) for name, rest in variables.items()]
+        # locked in name order: two segments never wait on each other's variables
+        self.variables = sorted((name, *rest) for name, rest in variables.items())
         self.pools, unpack = _pools(constants)
         params = [local[slot] for slot in args] + [param for _, param, *_ in self.variables] \
             + [f"pool{j}" for j in range(len(self.pools))]

@@ -351,3 +351,19 @@ def test_threads_sharing_a_segment_lose_no_update():
         for batch in batches:
             np.add.at(want, batch, 2 * 50)
         np.testing.assert_array_equal(sess.run(table.value()), want)
+
+
+def test_a_segment_locks_its_variables_in_name_order():
+    """Segments that read the same variables take their locks in one order: two of them
+    never wait on each other."""
+    def build(s):
+        zeta = s.variable(np.arange(8, dtype=np.float32).reshape(4, 2), name="zeta")
+        alpha = s.variable(np.ones((4, 2), np.float32), name="alpha")
+        ids = s.placeholder(gf.int32, shape=[2])
+        both = s.add(zeta.sparse_read(ids), alpha.sparse_read(ids))
+        return s.mul(both, np.float32(2)), [ids], [zeta.initializer, alpha.initializer]
+    got, segments = _run(build, [np.array([3, 1], np.int32)], optimize=True)
+    want, _ = _run(build, [np.array([3, 1], np.int32)], optimize=False)
+    _assert_same(got, want)
+    (segment,) = [seg for seg in segments if seg.runs]
+    assert [v[0] for v in segment.variables] == ["alpha", "zeta"]
