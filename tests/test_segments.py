@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.threads import run_in_threads
 
 import graphflow as gf
 from graphflow.errors import OpError
@@ -332,8 +333,6 @@ def test_threads_sharing_a_segment_lose_no_update():
     """Four threads run one plan whose segment reads and writes a variable: it holds the
     variable's lock for the whole call, so every update lands (integer sums commute:
     the total is known)."""
-    from tests.support.threads import run_in_threads
-
     s = gf.Scope(gf.Graph())
     table = s.variable(np.zeros((16, 2), np.int64), name="counts")
     ids = s.placeholder(gf.int32, shape=[3])
