@@ -31,6 +31,15 @@ def _pipeline(scope, x, partitions, k, chains, stitch="dynamic_stitch", swap=Fal
     return getattr(scope, stitch)(rows, branches)
 
 
+def _split_in_two(scope, dtype):
+    """Fed values of ``dtype`` and partitions, the values and their positions split in two."""
+    x = scope.placeholder(dtype, shape=[None])
+    p = scope.placeholder(gf.int32, shape=[None])
+    parts = scope.dynamic_partition(x, p, num_partitions=2)
+    rows = scope.dynamic_partition(scope.range(0, scope.size(x), 1), p, num_partitions=2)
+    return x, p, parts, rows
+
+
 def _run_both(graph, fetch, feed):
     results = []
     for optimize in (True, False):
@@ -85,10 +94,7 @@ def test_out_of_range_partition_is_the_same_error(scope):
 
 
 def test_other_graphs_are_left_alone(scope):
-    x = scope.placeholder(gf.float32, shape=[None])
-    p = scope.placeholder(gf.int32, shape=[None])
-    parts = scope.dynamic_partition(x, p, num_partitions=2)
-    rows = scope.dynamic_partition(scope.range(0, scope.size(x), 1), p, num_partitions=2)
+    x, p, parts, rows = _split_in_two(scope, gf.float32)
     # an operand of shape [1] is not a scalar: it could broadcast an empty partition
     out = scope.dynamic_stitch([rows[1], rows[0]],
                                [parts[1], scope.mul(parts[0], np.float32([2]))])
@@ -100,10 +106,7 @@ def test_other_graphs_are_left_alone(scope):
 
 
 def test_a_value_times_itself_is_fused(scope):
-    x = scope.placeholder(gf.float32, shape=[None])
-    p = scope.placeholder(gf.int32, shape=[None])
-    parts = scope.dynamic_partition(x, p, num_partitions=2)
-    rows = scope.dynamic_partition(scope.range(0, scope.size(x), 1), p, num_partitions=2)
+    x, p, parts, rows = _split_in_two(scope, gf.float32)
     out = scope.dynamic_stitch([rows[1], rows[0]], [parts[1], scope.mul(parts[0], parts[0])])
     feed = {x: np.arange(5, dtype=np.float32), p: np.array([1, 0, 1, 1, 0], np.int32)}
     (a, b), was_fused = _run_both(scope.graph, out, feed)
@@ -113,10 +116,7 @@ def test_a_value_times_itself_is_fused(scope):
 
 
 def test_a_final_integer_cast_is_fused_a_float_one_is_not(scope):
-    x = scope.placeholder(gf.int16, shape=[None])
-    p = scope.placeholder(gf.int32, shape=[None])
-    parts = scope.dynamic_partition(x, p, num_partitions=2)
-    rows = scope.dynamic_partition(scope.range(0, scope.size(x), 1), p, num_partitions=2)
+    x, p, parts, rows = _split_in_two(scope, gf.int16)
     out = scope.dynamic_stitch(rows, [scope.cast(parts[0], gf.int8),
                                       scope.cast(scope.mul(parts[1], np.int16(300)), gf.int8)])
     feed = {x: np.int16([1, 200, -32768, 7]), p: np.int32([0, 1, 1, 0])}
