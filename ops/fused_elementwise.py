@@ -24,7 +24,6 @@ import functools
 import logging
 import math
 import os
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,7 +36,6 @@ from graphflow.errors import OpError
 from graphflow.kernel_context import KernelContext
 from graphflow.lowering import Deferred, Lowering, dtype_literal, shape_literal
 from graphflow.memory_limit import limit_outputs
-from graphflow.refcounts import HELD_BY_ONE_LOCAL
 from graphflow.registry import IntAttr, TypeAttr, register_op
 
 FusedElementwise = register_op(
@@ -387,20 +385,13 @@ def _per_node(ctx):
 
 
 def _releaser(ctx):
-    """``release(values, r)``: clear ``values[r]``, giving its buffer to the plan's pool
-    when it is a big host array nothing else holds (the executor's rule)."""
-    give = getattr(ctx.buffers, "give", None)
-    getrefcount, ndarray = sys.getrefcount, np.ndarray
-
-    def release(values, r):
-        value = values[r]
-        values[r] = None
-        if (give is not None and type(value) is ndarray and value.base is None
-                and value.flags.writeable and value.dtype.kind != "O"
-                and not ctx.plain_small(value.nbytes)
-                and getrefcount(value) == HELD_BY_ONE_LOCAL):
-            give(value)
-    return release
+    """``release(values, r)``: clear ``values[r]``, its buffer kept in the plan's pool
+    when provably private (the executor's rule: ``BufferPool.releaser``)."""
+    if ctx.buffers is None:
+        def clear(values, r):
+            values[r] = None
+        return clear
+    return ctx.buffers.releaser()
 
 
 def node_error(op, err: BaseException) -> OpError:

@@ -72,6 +72,11 @@ class BufferPool:
             self.reused += 1
             return buffer
 
+    def releaser(self):
+        """:func:`releaser` for this pool, for code that holds a pool but does not import
+        the runtime (a fused node running its nodes one by one)."""
+        return releaser(self)
+
     def give(self, buffer: np.ndarray) -> None:
         """Keep ``buffer`` (proven private by the caller) for a later ``take``."""
         key = (buffer.shape, buffer.dtype)
