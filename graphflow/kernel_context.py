@@ -165,14 +165,19 @@ class KernelSpec:
     def dtype(self, i: int) -> np.dtype:
         return np.dtype(self.inputs[i].dtype.as_numpy_dtype)
 
+    def small_output(self, shape: tuple, dtype) -> bool:
+        """Whether an output of a static ``shape`` and ``dtype`` is a plain new array
+        (:meth:`KernelContext.plain_small`): what a compiled segment may allocate."""
+        return self.ctx.plain_small(math.prod(shape) * np.dtype(dtype).itemsize)
+
     def allocator(self, shape: tuple, dtype) -> Callable[[], Any]:
         """``new()`` -> an uninitialized output of a static ``shape`` and ``dtype``: what
         ``ctx.empty(shape, dtype)`` gives, decided now: a small CPU buffer within the
         memory limit is a plain ``np.empty`` call (the pool keeps only big buffers)."""
-        ctx, dtype, shape = self.ctx, np.dtype(dtype), tuple(int(d) for d in shape)
-        if ctx.plain_small(math.prod(shape) * dtype.itemsize):
+        dtype, shape = np.dtype(dtype), tuple(int(d) for d in shape)
+        if self.small_output(shape, dtype):
             return functools.partial(np.empty, shape, dtype)
-        return functools.partial(ctx.empty, shape, dtype)
+        return functools.partial(self.ctx.empty, shape, dtype)
 
     def value(self, i: int):
         """Input ``i``'s value when it is a constant of the plan, else None."""

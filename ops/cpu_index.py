@@ -254,7 +254,7 @@ def _lowerable(spec, dtype: np.dtype, *shapes: Sequence[int]) -> bool:
     """Whether numba compiles loops over ``dtype`` and every output of ``shapes`` is a
     small plain array (what a compiled segment allocates)."""
     return jittable(dtype) and all(
-        spec.ctx.plain_small(math.prod(s) * dtype.itemsize) for s in shapes)
+        spec.small_output(s, dtype) for s in shapes)
 
 
 def lower_tensor_scatter(spec, op: str) -> Lowering | None:

@@ -137,7 +137,7 @@ def lower_elementwise(rule: ElementwiseRule, spec) -> Lowering | None:
         return None
     ones = [math.prod(s) == 1 and len(s) <= len(shape) for s in shapes]
     if any(not one and s != shape for s, one in zip(shapes, ones)) or all(ones) \
-            or not spec.ctx.plain_small(math.prod(shape) * out_dtype.itemsize):
+            or not spec.small_output(shape, out_dtype):
         return None
     operands = [f"{{t}}x{k}[{0 if one else '{t}j'}]" for k, one in enumerate(ones)]
     element = rule.expression(out_dtype, operands, spec.dtype(0))

@@ -274,7 +274,7 @@ def _lower_fused(spec):
     if static is None or len(program.nodes) > MAX_LOWERED_NODES:
         return None
     shape, scalars, out_dtypes = static
-    if not all(spec.ctx.plain_small(math.prod(shape) * d.itemsize) for d in out_dtypes):
+    if not all(spec.small_output(shape, d) for d in out_dtypes):
         return None
     outs = range(len(out_dtypes))
     flat_in = "".join(f", np.ascontiguousarray({{i{k}}}).reshape(-1)"

@@ -210,7 +210,7 @@ def _lower_gather(spec):
         return None
     dtype, shape, rows, width = variable
     out_shape = tuple(index_shape) + shape[1:]
-    if not spec.ctx.plain_small(math.prod(out_shape) * dtype.itemsize):
+    if not spec.small_output(out_shape, dtype):
         return None
     return Lowering(
         f"{{o0}} = {{gather}}({{i0}}.reshape(({rows}, {width})), "
