@@ -1,11 +1,14 @@
 """DOT text of a known graph, rendering when Graphviz is installed, and every CLI
-verb run as a subprocess (`python -m graphflow ...`)."""
+verb (`python -m graphflow ...`): the entry point in a new interpreter, the verbs
+through ``graphflow.cli.main`` in this one."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
-import tempfile
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -138,9 +141,24 @@ def test_render_rejects_unknown_formats(tmp_path):
 OUTSIDE = tempfile.gettempdir()
 
 
-def graphflow(*args: str, cwd=None) -> subprocess.CompletedProcess:
+def graphflow_process(*args: str) -> subprocess.CompletedProcess:
+    """``python -m graphflow ARGS`` in a new interpreter: the installed entry point."""
     return subprocess.run([sys.executable, "-m", "graphflow", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd or OUTSIDE, timeout=60)
+                          capture_output=True, text=True, cwd=OUTSIDE, timeout=60)
+
+
+def graphflow(*args: str) -> subprocess.CompletedProcess:
+    """What ``python -m graphflow ARGS`` prints and exits with, run in this process (a
+    new interpreter per call costs seconds; the entry point itself is tested above)."""
+    from graphflow.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as e:  # argparse: usage errors, --help, --version
+            code = e.code if isinstance(e.code, int) else 1
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture
@@ -151,7 +169,7 @@ def saved(tmp_path):
 
 
 def test_cli_version_and_help():
-    done = graphflow("--version")
+    done = graphflow_process("--version")
     assert done.returncode == 0 and done.stdout.strip() == f"graphflow {gf.__version__}"
     done = graphflow("--help")
     assert done.returncode == 0
@@ -160,7 +178,7 @@ def test_cli_version_and_help():
 
 
 def test_cli_bad_usage_exits_2():
-    assert graphflow().returncode == 2
+    assert graphflow_process().returncode == 2
     done = graphflow("frobnicate")
     assert done.returncode == 2 and "invalid choice" in done.stderr
 
