@@ -6,11 +6,14 @@ generated numba function, so that a chain of small kernels costs one call. An op
 registers ``lower(spec) -> Lowering | None`` with ``OpDef.lower("cpu")``; the
 spec is the same :class:`graphflow.kernel_context.KernelSpec` a ``prepare`` reads.
 
-A lowering must give its kernel's results bit for bit. It raises (any exception,
-numba's ``raise IndexError(...)`` included) where its kernel would fail: the
-segment then runs its steps one by one, whose kernels report the error in their
-own words. A lowering that writes a variable checks everything first, then
-writes: a segment ends with such a step, so nothing it wrote is written twice.
+A lowering must give its kernel's results bit for bit. It never raises: compiled
+code that raises leaks every array it holds (numba emits no cleanup for an
+exception), so a process making failing calls would grow without bound. Where its
+kernel would fail, a lowering sets the segment's status ``{ok}`` to False and
+reads or writes nothing with the bad values (a gather gives zeros); the segment
+then declines and runs its steps one by one, whose kernels report the error in
+their own words. A lowering that writes a variable writes only while ``{ok}`` is
+True: a segment ends with such a step, so nothing is written twice.
 """
 from __future__ import annotations
 
@@ -25,8 +28,10 @@ class Lowering:
     """Numba source lines for one step.
 
     ``source`` is ``str.format``-ted with ``i0, i1, ...`` (the flat inputs'
-    expressions), ``o0, o1, ...`` (the names to assign the outputs to) and the keys
-    of ``functions`` (the compiled numba functions the lines call); ``np`` is numpy.
+    expressions), ``o0, o1, ...`` (the names to assign the outputs to), ``t`` (a
+    prefix for the step's own local names), ``ok`` (the segment's status: set it
+    False where the kernel would fail) and the keys of ``functions`` (the compiled
+    numba functions the lines call); ``np`` is numpy.
     Static shapes and dtypes are written into the lines as literals. An input
     listed in ``variables`` is a resource handle: ``{iK}`` is then the variable's
     value array (C-contiguous, of the handle's dtype and static shape), read and

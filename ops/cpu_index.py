@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from graphflow.errors import InvalidArgumentError
-from graphflow.lowering import Lowering, shape_literal
+from graphflow.lowering import Lowering, dtype_literal, shape_literal
 
 from . import scatter_loops
 from .index_checks import MAX_INDEX_DEPTH
@@ -269,12 +269,16 @@ def lower_tensor_scatter(spec, op: str) -> Lowering | None:
     depth, (n, width), _ = layout
     slices = math.prod(dims[:depth])
     loop, flag = scatter_loops.row_loop(op)
-    return Lowering(
-        "{o0} = {i0}.copy()\n"
-        f"{{loop}}({{o0}}.reshape(({slices}, {width})), "
-        f"{{locate}}(np.ascontiguousarray({{i1}}).reshape(({n}, {depth})), {tuple(dims[:depth])}), "
+    return Lowering("\n".join([
+        "{o0} = {i0}.copy()",
+        f"{{t}}f, {{t}}good = {{locate}}(np.ascontiguousarray({{i1}}).reshape(({n}, {depth})), "
+        f"{tuple(dims[:depth])})",
+        "if {t}good:",
+        f"    {{loop}}({{o0}}.reshape(({slices}, {width})), {{t}}f, "
         f"np.ascontiguousarray({{i2}}).reshape(({n}, {width})), {flag})",
-        {"loop": loop, "locate": scatter_loops.offsets_or_raise})
+        "else:",
+        "    {ok} = False"]),
+        {"loop": loop, "locate": scatter_loops.located_offsets})
 
 
 def lower_gather_nd(spec) -> Lowering | None:
@@ -294,10 +298,23 @@ def lower_gather_nd(spec) -> Lowering | None:
         return None
     slices, width = math.prod(params_shape[:depth]), math.prod(params_shape[depth:])
     return Lowering(
-        f"{{o0}} = {{gather}}(np.ascontiguousarray({{i0}}).reshape(({slices}, {width})), "
-        f"{{locate}}(np.ascontiguousarray({{i1}}).reshape(({n}, {depth})), "
-        f"{tuple(params_shape[:depth])})).reshape({shape_literal(out_shape)})",
-        {"gather": scatter_loops.gathered_rows, "locate": scatter_loops.offsets_or_raise})
+        f"{{t}}f, {{t}}good = {{locate}}(np.ascontiguousarray({{i1}}).reshape(({n}, {depth})), "
+        f"{tuple(params_shape[:depth])})\n"
+        + checked_gather(f"np.ascontiguousarray({{i0}}).reshape(({slices}, {width}))",
+                         out_shape, dtype),
+        {"gather": scatter_loops.gathered_rows, "locate": scatter_loops.located_offsets})
+
+
+def checked_gather(rows: str, out_shape: Sequence[int], dtype: np.dtype) -> str:
+    """The lines of a lowered gather of the 2-D ``rows`` at the offsets ``{t}f`` located
+    as ``{t}good``: the rows in ``out_shape``, or (an index out of bounds) zeros and the
+    segment's ``{ok}`` False."""
+    return "\n".join([
+        "if {t}good:",
+        f"    {{o0}} = {{gather}}({rows}, {{t}}f).reshape({shape_literal(out_shape)})",
+        "else:",
+        "    {ok} = False",
+        f"    {{o0}} = np.zeros({shape_literal(out_shape)}, {dtype_literal(dtype)})"])
 
 
 def lower_view(spec) -> Lowering | None:

@@ -262,35 +262,37 @@ def last_writers(offsets: np.ndarray, num_slices: int) -> np.ndarray:
 
 
 # -- inside compiled segments (graphflow/lowering.py) ----------------------------------------------
-# Lowered steps call these from generated numba code. A bad index raises: the segment
-# then runs its steps one by one, and the step's own kernel reports it in its words.
+# Lowered steps call these from generated numba code. They never raise (compiled code that
+# raises leaks the arrays it holds): a bad index makes ``ok`` False, its offset 0, and the
+# lowering then reads or writes nothing with them. The segment declines, its steps run one
+# by one, and the step's own kernel reports the error in its words.
 @kernel
-def offsets_or_raise(tuples, dims):
-    """The int64 row-major offsets of the index tuples ``tuples`` ``[n, depth]`` into
-    ``dims`` (a tuple); IndexError at the first tuple out of bounds."""
+def located_offsets(tuples, dims):
+    """(the int64 row-major offsets of the index tuples ``tuples`` ``[n, depth]`` into
+    ``dims`` (a tuple), whether every tuple is in bounds)."""
     n, depth = tuples.shape
-    offsets = np.empty(n, np.int64)
+    offsets = np.zeros(n, np.int64)
     for i in range(n):
         offset = 0
         for c in range(depth):
             v = tuples[i, c]
             if U(v) >= U(dims[c]):  # as unsigned, a negative index is huge
-                raise IndexError("index out of bounds")
+                return offsets, False
             offset = offset * dims[c] + v
         offsets[i] = offset
-    return offsets
+    return offsets, True
 
 
 @kernel
-def column_or_raise(column, bound):
-    """``column`` (row indices of any integer dtype) as int64 offsets, each in
-    ``[0, bound)``; IndexError at the first that is not."""
-    offsets = np.empty(column.shape[0], np.int64)
+def located_rows(column, bound):
+    """(``column`` (row indices of any integer dtype) as int64 offsets, whether each is
+    in ``[0, bound)``)."""
+    offsets = np.zeros(column.shape[0], np.int64)
     for i in range(column.shape[0]):
         if U(column[i]) >= U(bound):
-            raise IndexError("index out of bounds")
+            return offsets, False
         offsets[i] = column[i]
-    return offsets
+    return offsets, True
 
 
 @kernel

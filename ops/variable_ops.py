@@ -33,6 +33,7 @@ from graphflow.registry import ShapeAttr, StringAttr, TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
 
 from . import scatter_loops
+from .cpu_index import checked_gather
 from .index_checks import check_tensor_scatter_inputs
 from .jit import jittable
 from .scatter_loops import can_combine, checked_row_adder
@@ -213,10 +214,9 @@ def _lower_gather(spec):
     if not spec.small_output(out_shape, dtype):
         return None
     return Lowering(
-        f"{{o0}} = {{gather}}({{i0}}.reshape(({rows}, {width})), "
-        f"{{column}}(np.ascontiguousarray({{i1}}).reshape(-1), {rows}))"
-        f".reshape({shape_literal(out_shape)})",
-        {"gather": scatter_loops.gathered_rows, "column": scatter_loops.column_or_raise},
+        f"{{t}}f, {{t}}good = {{column}}(np.ascontiguousarray({{i1}}).reshape(-1), {rows})\n"
+        + checked_gather(f"{{i0}}.reshape(({rows}, {width}))", out_shape, dtype),
+        {"gather": scatter_loops.gathered_rows, "column": scatter_loops.located_rows},
         variables=(0,))
 
 
@@ -337,11 +337,14 @@ def _lower_row_scatter(spec, op: str) -> Lowering | None:
             or (op != "update" and dtype.kind == "b"):
         return None
     loop, flag = scatter_loops.row_loop(op)
-    return Lowering(
-        f"{{loop}}({{i0}}.reshape(({rows}, {width})), "
-        f"{{column}}(np.ascontiguousarray({{i1}}).reshape(-1), {rows}), "
-        f"np.ascontiguousarray({{i2}}).reshape(({n}, {width})), {flag})",
-        {"loop": loop, "column": scatter_loops.column_or_raise}, variables=(0,), writes=True)
+    return Lowering("\n".join([
+        f"{{t}}f, {{t}}good = {{column}}(np.ascontiguousarray({{i1}}).reshape(-1), {rows})",
+        "if not {t}good:",
+        "    {ok} = False",
+        "if {ok}:  # nothing is written when this step or one before it failed",
+        f"    {{loop}}({{i0}}.reshape(({rows}, {width})), {{t}}f, "
+        f"np.ascontiguousarray({{i2}}).reshape(({n}, {width})), {flag})"]),
+        {"loop": loop, "column": scatter_loops.located_rows}, variables=(0,), writes=True)
 
 
 def _lean_row_adder(spec, op: str, full: Callable) -> Callable | None:
