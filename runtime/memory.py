@@ -24,6 +24,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from graphflow.errors import InternalError
 from graphflow.refcounts import HELD_BY_ONE_LOCAL
 
 #: A pool holds at most this many bytes; the least recently released shapes go first.
@@ -89,9 +90,10 @@ class BufferPool:
             free.append(buffer)
             self._free.move_to_end(key)
             self._bytes += buffer.nbytes
-            while self._bytes > self.limit:
+            while self._bytes > self.limit:  # the least recently released shapes go first
                 old_key, old = next(iter(self._free.items()))
-                self._bytes -= old.pop(0).nbytes
+                if old:  # a shape whose buffers were all taken keeps an empty list
+                    self._bytes -= old.pop(0).nbytes
                 if not old:
                     del self._free[old_key]
 
@@ -119,5 +121,10 @@ def releaser(pool: BufferPool):
         if (type(value) is ndarray and value.base is None and value.nbytes >= MIN_POOLED_BYTES
                 and value.flags.writeable
                 and value.dtype.kind != "O" and getrefcount(value) == _PRIVATE_REFCOUNT):
-            give(value)
+            try:
+                give(value)
+            except Exception as e:  # noqa: BLE001 - ours, never the user's input
+                raise InternalError(f"the plan's buffer pool failed to keep a {value.shape} "
+                                    f"{value.dtype} buffer: {type(e).__name__}: {e} (a "
+                                    f"graphflow bug)") from e
     return release
