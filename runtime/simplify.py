@@ -6,7 +6,9 @@ value.
 - ``Reshape``/``BroadcastTo``/``Squeeze``/``ExpandDims`` whose output has x's (fully
   known) shape;
 - ``Sum``/``Prod``/``Max``/``Min`` over no axes;
-- ``x * 1``, ``1 * x``, ``x / 1``, with a constant of ones that does not broadcast x;
+- ``x * 1``, ``1 * x``, ``x / 1``, with a constant of ones that does not broadcast x
+  (real and integer dtypes only: complex products mix the parts, ``(inf+0j) * 1`` is
+  ``inf+nanj``);
 - ``x + 0``, ``0 + x``, ``x - 0`` where exact: for floats ``x + (+0.0)`` turns ``-0.0``
   into ``+0.0``, so only ``x + (-0.0)`` and ``x - (+0.0)`` go (any zero for integers);
 - ``Neg(Neg(x))``;
@@ -101,7 +103,8 @@ def _identity_element(kind: str, c: Output, x: Output) -> bool:
             d not in (1, dx) for d, dx in zip(value.shape[::-1], x.shape.as_list()[::-1])):
         return False
     if kind in ("Mul", "RealDiv", "Div"):
-        return value.dtype.kind != "b" and bool(np.all(value == 1))
+        # not for complex: (inf+0j) * (1+0j) is inf+nanj, and x / 1 may flip a -0.0
+        return value.dtype.kind in "iuf" and bool(np.all(value == 1))
     if value.dtype.kind in "iub":
         return bool(np.all(value == 0))
     if value.dtype.kind != "f":
