@@ -23,7 +23,7 @@ import numpy as np
 
 from .dtypes import (DType, float32, float64, int8, int16, int32, int64, uint8, uint16,
                      uint32, uint64)
-from .errors import InvalidArgumentError, InvalidDTypeError, UnimplementedError
+from .errors import InvalidArgumentError, InvalidDTypeError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .graph import Output
@@ -137,12 +137,10 @@ def getitem(x: "Output", key: Any) -> "Output":
     """``x[key]`` as TensorFlow's ``__getitem__`` reads it, for the keys a Slice can
     serve: ints (negative ones count from the end of a known dim), slices of step 1
     (clamped as Python's), ``...`` and None (a new dim of 1). An int index outside a
-    known dim is an InvalidArgumentError at build time; a step other than 1, and a
-    negative index, a negative start or any stop on a dim unknown at build time, are an
-    UnimplementedError (they need a strided slice)."""
+    known dim is an InvalidArgumentError at build time. What a Slice cannot serve (a
+    step other than 1; a negative index, a negative start or any stop on a dim unknown
+    at build time) is one StridedSlice, as TensorFlow builds every ``__getitem__``."""
     rank = x.shape.rank
-    if rank is None:
-        raise UnimplementedError(f"Indexing {x.name} needs its rank, unknown at build time")
     items = list(key) if isinstance(key, tuple) else [key]
     for item in items:
         if not (item is None or item is Ellipsis or isinstance(item, slice)
@@ -151,6 +149,8 @@ def getitem(x: "Output", key: Any) -> "Output":
                             f"(`newaxis`) are valid indices of an Output, got {item!r}")
     if sum(item is Ellipsis for item in items) > 1:
         raise InvalidArgumentError("An index can only have a single ellipsis ('...')")
+    if rank is None:
+        return _strided_getitem(x, items)
     consumed = sum(item is not None and item is not Ellipsis for item in items)
     if consumed > rank:
         raise InvalidArgumentError(
@@ -160,6 +160,8 @@ def getitem(x: "Output", key: Any) -> "Output":
         items[at:at + 1] = [slice(None)] * (rank - consumed)
     else:
         items += [slice(None)] * (rank - consumed)
+    if not all(_slice_serves(x, d, item) for d, item in _consuming(items)):
+        return _strided_getitem(x, list(key) if isinstance(key, tuple) else [key])
     begin, size, squeezed, new_axes = [], [], [], []
     dim, out_pos = 0, 0
     for item in items:
@@ -187,12 +189,72 @@ def getitem(x: "Output", key: Any) -> "Output":
     return out
 
 
+def _consuming(items: list) -> list[tuple[int, Any]]:
+    """(input dim, index) of each index that consumes a dim (not None)."""
+    found, dim = [], 0
+    for item in items:
+        if item is not None:
+            found.append((dim, item))
+            dim += 1
+    return found
+
+
+def _slice_serves(x: "Output", dim: int, item: Any) -> bool:
+    """Whether a Slice (with Squeeze) serves index ``item`` of dim ``dim``: a step of 1,
+    and on a dim unknown at build time no end and nothing counted from the end."""
+    if not isinstance(item, slice):
+        return x.shape[dim] is not None or int(item) >= 0
+    if item.step not in (None, 1):
+        return False
+    if x.shape[dim] is not None:
+        return True
+    return (item.start is None or int(item.start) >= 0) and item.stop is None
+
+
+def _strided_getitem(x: "Output", items: list) -> "Output":
+    """``x[items]`` as one StridedSlice, built exactly as TensorFlow's ``__getitem__``
+    builds it (masks for ``:``, ``...``, None and int indices)."""
+    begin, end, strides = [], [], []
+    masks = dict.fromkeys(("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask",
+                           "shrink_axis_mask"), 0)
+    for i, item in enumerate(items):
+        bit = 1 << i
+        if isinstance(item, slice):
+            for name, bound, values in (("begin_mask", item.start, begin),
+                                        ("end_mask", item.stop, end)):
+                if bound is None:
+                    masks[name] |= bit
+                values.append(0 if bound is None else _index(bound))
+            strides.append(1 if item.step is None else _index(item.step))
+        elif item is Ellipsis or item is None:
+            begin.append(0)
+            end.append(0)
+            strides.append(1)
+            masks["ellipsis_mask" if item is Ellipsis else "new_axis_mask"] |= bit
+        else:
+            begin.append(int(item))
+            end.append(int(item) + 1)
+            strides.append(1)
+            masks["shrink_axis_mask"] |= bit
+    values = begin + end + strides
+    index_type = "int64" if max(map(abs, values), default=0) > 2 ** 31 - 1 else "int32"
+    return scope_of(x).strided_slice(x, np.array(begin, index_type), np.array(end, index_type),
+                                     np.array(strides, index_type), **masks)
+
+
+def _index(bound: Any) -> int:
+    if not _is_int(bound):
+        raise TypeError(f"Slice indices must be integers or None, got {bound!r}")
+    return int(bound)
+
+
 def _is_int(item: Any) -> bool:
     return isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))
 
 
 def _slice_bounds(x: "Output", dim: int, item: Any) -> tuple[int, int]:
-    """(begin, size) of a Slice for one index of dim ``dim``; size -1: the rest."""
+    """(begin, size) of a Slice for one index of dim ``dim`` (one :func:`_slice_serves`);
+    size -1: the rest."""
     d = x.shape[dim]
     if not isinstance(item, slice):
         k = int(item)
@@ -201,18 +263,8 @@ def _slice_bounds(x: "Output", dim: int, item: Any) -> tuple[int, int]:
                 raise InvalidArgumentError(f"slice index {k} of dimension {dim} out of bounds "
                                            f"for {x.name} of shape {x.shape}")
             return k % d, 1
-        if k < 0:
-            raise UnimplementedError(f"Index {k} counts from the end of dim {dim} of {x.name}, "
-                                     f"whose size is unknown at build time")
         return k, 1
-    if item.step not in (None, 1):
-        raise UnimplementedError(f"Slices of step {item.step} need a strided slice, which "
-                                 f"graphflow does not have yet; only step 1 is supported")
     if d is not None:
         start, stop, _ = item.indices(d)
         return start, max(0, stop - start)
-    start = 0 if item.start is None else int(item.start)
-    if start < 0 or item.stop is not None:
-        raise UnimplementedError(f"Slice {item} of dim {dim} of {x.name} needs the dim's "
-                                 f"size, which is unknown at build time")
-    return start, -1
+    return (0 if item.start is None else int(item.start)), -1

@@ -464,6 +464,15 @@ def _check_axis(axis: int, rank: int, what: str) -> int:
     return axis % rank
 
 
+def _check_dim_index(axis: int, rank: int, verb: str, limit: int) -> int:
+    """``axis`` in ``[-limit, limit)`` as a non-negative index, or TensorFlow's error:
+    "Tried to <verb> dim index 5 for tensor with 2 dimensions."."""
+    if not -limit <= axis < limit:
+        raise InvalidArgumentError(f"Tried to {verb} dim index {axis} for tensor with {rank} "
+                                   f"dimensions.")
+    return axis % limit
+
+
 @ExpandDims.shape_fn
 def _expand_dims_shape(ctx):
     """`input.shape` with 1 inserted at `dim` (in [-rank-1, rank])."""
@@ -472,7 +481,7 @@ def _expand_dims_shape(ctx):
         return TensorShape(None if shape.rank is None else [None] * (shape.rank + 1))
     if dim.size != 1:
         raise ctx.error(f"'dim' must be a tensor with a single value, got {dim.tolist()}")
-    axis = _check_axis(int(dim.reshape(-1)[0]), shape.rank + 1, "Tried to expand dim index")
+    axis = _check_dim_index(int(dim.reshape(-1)[0]), shape.rank, "expand", shape.rank + 1)
     dims = shape.as_list()
     return TensorShape(dims[:axis] + [1] + dims[axis:])
 
@@ -482,7 +491,7 @@ def _expand_dims_shape(ctx):
 def _expand_dims(ctx, x, dim):
     if np.size(dim) != 1:
         raise InvalidArgumentError(f"'dim' must be a tensor with a single value, got {dim.tolist()}")
-    axis = _check_axis(int(dim.reshape(-1)[0]), x.ndim + 1, "Tried to expand dim index")
+    axis = _check_dim_index(int(dim.reshape(-1)[0]), x.ndim, "expand", x.ndim + 1)
     return ctx.xp.expand_dims(x, axis)
 
 
@@ -499,7 +508,7 @@ Squeeze = register_op("Squeeze", inputs=["input: T"], outputs=["output: T"],
 def _squeezed(dims: list, axes: tuple, exact: bool) -> list:
     rank = len(dims)
     if axes:
-        wanted = {_check_axis(a, rank, "Tried to squeeze dim index") for a in axes}
+        wanted = {_check_dim_index(a, rank, "squeeze", rank) for a in axes}
         for a in sorted(wanted):
             if dims[a] is not None and dims[a] != 1:
                 raise InvalidArgumentError(

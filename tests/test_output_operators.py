@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import graphflow as gf
-from graphflow.errors import InvalidArgumentError, UnimplementedError
+from graphflow.errors import InvalidArgumentError
 from graphflow.shapes import TensorShape
 
 
@@ -181,21 +181,36 @@ def test_getitem_on_an_unknown_first_dim(scope, run, key):
     ((0, 0, 0, 0), InvalidArgumentError, "4 indices"),
     ((Ellipsis, Ellipsis), InvalidArgumentError, "single ellipsis"),
     (1.5, TypeError, "valid indices"),
-    (slice(None, None, 2), UnimplementedError, "step 2"),
+    (slice(None, None, 0), InvalidArgumentError, "stride"),
 ], ids=repr)
 def test_getitem_errors(scope, key, error, message):
     with pytest.raises(error, match=message):
         scope.constant(np.zeros((2, 3, 4)))[key]
 
 
-def test_getitem_needs_what_slice_cannot_compute_later(scope):
-    p = scope.placeholder(gf.int32, [None, 3])
-    with pytest.raises(UnimplementedError, match="unknown at build time"):
-        p[-1]
-    with pytest.raises(UnimplementedError, match="unknown at build time"):
-        p[0:2]
-    with pytest.raises(UnimplementedError, match="rank"):
-        scope.placeholder(gf.int32)[0]
+STRIDED_KEYS = [slice(None, None, 2), slice(None, None, -1), (slice(1, None), slice(None, None, -2)),
+                (Ellipsis, slice(3, 0, -1)), (-1, None, slice(None, None, 3)), slice(-1, None),
+                (slice(0, 2), 1), (slice(-3, -1), Ellipsis, 0)]
+
+
+@pytest.mark.parametrize("key", STRIDED_KEYS, ids=repr)
+@pytest.mark.parametrize("static", [True, False], ids=["known", "unknown"])
+def test_getitem_beyond_a_slice_is_a_strided_slice(scope, run, key, static):
+    # what a Slice cannot serve (a step, an end or a negative index on an unknown dim)
+    # is one StridedSlice, as in TF; numpy's a[key] is the reference
+    a = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    p = scope.placeholder(gf.int32, [2, 3, 4] if static else [None, 3, 4])
+    out = p[key]
+    assert out.shape.is_compatible_with(a[key].shape)
+    np.testing.assert_array_equal(run(out, {p: a}), a[key])
+
+
+def test_getitem_on_an_unknown_rank_is_a_strided_slice(scope, run):
+    a = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    p = scope.placeholder(gf.int32)
+    out = p[0, ::-1, None]
+    assert out.op.type == "StridedSlice"
+    np.testing.assert_array_equal(run(out, {p: a}), a[0, ::-1, None])
 
 
 def test_floor_division_and_modulo_operators_follow_python():
