@@ -26,7 +26,7 @@ from .memory import MIN_POOLED_BYTES, BufferPool, releaser
 from .parallel import ParallelRun
 from .pipeline import PlanIR, compile_ir, initial_ir, optimizing_passes, run_pipeline
 from .placer import place
-from .specialize import MAX_SPECIALIZED, needs_specializing, specialize
+from .specialize import MAX_SIGHTINGS, MAX_SPECIALIZED, needs_specializing, specialize
 from .segments import build_segments
 from .steps import CopyStep, KernelStep, Step
 from .tracing import RunMetadata, traced
@@ -103,6 +103,7 @@ class Plan:
         for s, slots in zip(self.steps, live.releases):
             s.run = s.compile(() if self.parallel else slots, release)
         self.runs = [s.run for s in self.steps]
+        self.fetch_guards = _fetch_guards(self)
         self.segments: list = []  # compiled segments of a serial plan (runtime/segments.py)
         self._serial = None if self.parallel else _straight_line(self, live.releases)
         if self.parallel:
@@ -136,10 +137,15 @@ class Plan:
         with self._specialize_lock:
             if key in self._specialized:
                 return self._specialized[key]
-            seen = self._sightings[key] = self._sightings.get(key, 0) + 1
-            if seen < 2 or len(self._specialized) >= MAX_SPECIALIZED or None in key:
+            if len(self._specialized) >= MAX_SPECIALIZED or None in key:
                 return None
-            del self._sightings[key]
+            sightings = self._sightings
+            seen = sightings.pop(key, 0) + 1
+            if seen < 2:
+                if len(sightings) >= MAX_SIGHTINGS:  # forget the signature seen longest ago
+                    del sightings[next(iter(sightings))]
+                sightings[key] = seen
+                return None
             graph, fetches, feeds, devices, config, counter, resources = self._build_args
             ir = specialize(initial_ir(fetches, feeds), key)
             plan = None
@@ -174,7 +180,14 @@ class Plan:
                 raise
             except Exception as e:  # noqa: BLE001 - re-raised with node context
                 raise _node_error(self.steps[k], e) from e
-        return [self._fetch(slots, s, d) for s, d in zip(self.fetch_slots, self.fetch_devices)]
+        fetched = [self._fetch(slots, s, d) for s, d in zip(self.fetch_slots, self.fetch_devices)]
+        repeated, pairs = self.fetch_guards
+        for j in repeated:
+            fetched[j] = fetched[j].copy()
+        for i, j in pairs:
+            if np.may_share_memory(fetched[i], fetched[j]):
+                fetched[j] = fetched[j].copy()
+        return fetched
 
     def _fetch(self, slots, slot, device):
         return None if slot is None else self._fetch_value(slots[slot], device)
@@ -259,6 +272,16 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
             env[f"dev{j}"] = device
             fetched.append(f"fetch_value(s[{slot}], dev{j})")
     env["host"] = plan.host
+    repeated, pairs = plan.fetch_guards
+    if repeated or pairs:  # no two fetches share memory the caller can write
+        env["may_share"] = np.may_share_memory
+        result = [f"    r = [{', '.join(fetched)}]\n"]
+        result += [f"    r[{j}] = r[{j}].copy()\n" for j in repeated]
+        result += [f"    if may_share(r[{i}], r[{j}]):\n        r[{j}] = r[{j}].copy()\n"
+                   for i, j in pairs]
+        result.append("    return r\n")
+    else:
+        result = [f"    return [{', '.join(fetched)}]\n"]
     feeds = "".join(f"    s[{slot}] = feed_values[{j}]\n" for j, slot in enumerate(plan.feed_slots))
     start = "initial.copy()" if plan.preloaded else f"[None] * {plan.num_slots}"
     source = (f"def run(feed_values):\n    s = {start}\n{feeds}"
@@ -267,9 +290,31 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
               + "    except (KeyboardInterrupt, SystemExit):\n        raise\n"
               "    except Exception as e:  # noqa: BLE001\n"
               "        raise node_error(steps[k], e) from e\n"
-              f"    return [{', '.join(fetched)}]\n")
+              + "".join(result))
     exec(compile(source, "<graphflow plan>", "exec"), env)  # noqa: S102 - our own source
     return env["run"]
+
+
+def _fetch_guards(plan: Plan) -> tuple[list[int], list[tuple[int, int]]]:
+    """What keeps two fetched arrays from sharing memory the caller can write: the
+    fetches of a slot fetched before (copied on every call: ``[y, y * 1]`` once
+    simplified), and the pairs of fetches of which one may be a view, of the other or of
+    what the other views (a Reshape's output), which a call copies when they overlap."""
+    maybe_view = {slot for step in plan.steps if not step.fresh for slot in step.outputs}
+    maybe_view.update(plan.feed_slots)
+    first: dict[int, int] = {}
+    repeated, arrays = [], []
+    for j, slot in enumerate(plan.fetch_slots):
+        if slot is None:
+            continue
+        if slot in first:
+            repeated.append(j)
+        else:
+            first[slot] = j
+            arrays.append((j, slot))
+    pairs = [(i, j) for n, (i, a) in enumerate(arrays) for j, b in arrays[n + 1:]
+             if a in maybe_view or b in maybe_view]
+    return repeated, pairs
 
 
 def _small_slots(steps: Sequence[Step]) -> set[int]:

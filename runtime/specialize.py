@@ -10,7 +10,8 @@ substitute does.
 
 The policy (runtime/executor.py, ``Plan.run``): a plan whose feeds all have fully
 known static shapes is never specialized. Otherwise a shape signature seen a
-second time gets its own plan, up to ``MAX_SPECIALIZED`` signatures per plan;
+second time (while among the last ``MAX_SIGHTINGS`` seen once) gets its own plan,
+up to ``MAX_SPECIALIZED`` signatures per plan;
 after that, new signatures run the general plan (shapes that keep changing would
 only pay for compiling). A signature whose re-inference fails (a shape rule
 refuses the fed shapes) runs the general plan, which reports the error as it
@@ -30,6 +31,10 @@ from .pipeline import PlanIR
 
 #: Shape signatures a plan specializes for before it sticks to its general plan.
 MAX_SPECIALIZED = 8
+
+#: Signatures seen once that a plan remembers (the oldest forgotten first): a feed whose
+#: shape changes on every call must not grow the plan without bound.
+MAX_SIGHTINGS = 64
 
 
 def needs_specializing(feeds: Sequence[Output]) -> bool:
@@ -78,8 +83,10 @@ def specialize(ir: PlanIR, shapes: Sequence[tuple]) -> PlanIR | None:
         for old, new in zip(op.outputs, clone.outputs):
             if old not in fed:
                 subst[old] = new
-    # clones carry their control inputs already: wired in directly, not by substitute()
-    fetches = tuple(subst.get(f, f) if isinstance(f, Output) else f for f in ir.fetches)
+    # clones carry their control inputs already: wired in directly, not by substitute();
+    # a fetched Operation is its clone too (else it runs twice: fetched, and as a control)
+    fetches = tuple(subst.get(f, f) if isinstance(f, Output) else clone_of.get(f, f)
+                    for f in ir.fetches)
     roots = tuple(subst.get(r, r) for r in ir.roots)
     ops = prune(fetches + roots, set(feeds), subst)
     return PlanIR(fetches, tuple(feeds), tuple(ops), subst, roots)
