@@ -1,0 +1,381 @@
+"""What a run promises, whatever the plan compiler made of the graph (compiled
+segments, shape-specialized plans, simplification, the buffer pool), checked on the
+calls users make after everything compiled:
+
+- a fetched Operation runs once per call, also when values that wait on it are fetched;
+- a fetched array is the caller's own: it shares no memory with a feed, a constant, a
+  variable or another fetch, unless it is read-only;
+- a call that fails costs no memory: the process making many stays flat;
+- a plan's caches are bounded, and an internal failure is never the user's error.
+
+Compiled segments are on here (tests/conftest.py turns them off elsewhere); graphs
+keep to a few fixed shapes so that their segments' sources repeat and compile once.
+"""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from numba.core.runtime import _nrt_python, rtsys
+
+import graphflow as gf
+from graphflow.errors import InternalError, InvalidArgumentError, OpError
+from graphflow.runtime import memory
+from graphflow.runtime.specialize import MAX_SIGHTINGS
+
+CALLS = 5  # the first call runs the steps one by one, the second compiles, then the rest
+SLOW = settings(max_examples=12, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@pytest.fixture(autouse=True)
+def segments_on(monkeypatch):
+    monkeypatch.setenv("GRAPHFLOW_SEGMENTS", "1")
+
+
+def _segments_ran(sess) -> bool:
+    plans = [p for plan in sess._plans.values()
+             for p in [plan, *(q for q in plan.specialized.values() if q is not None)]]
+    return any(seg.runs for p in plans for seg in p.segments)
+
+
+# -- 1. a fetched Operation runs once per call ------------------------------------------------
+@pytest.mark.parametrize("segments", ["1", "0"])
+@pytest.mark.parametrize("ids_shape", [[None, 1], [1, 1]], ids=["specialized", "static"])
+def test_a_fetched_update_runs_once_per_call(monkeypatch, segments, ids_shape):
+    monkeypatch.setenv("GRAPHFLOW_SEGMENTS", segments)
+    s = gf.Scope(gf.Graph())
+    table = s.variable(np.zeros((4, 2), np.float32))
+    ids = s.placeholder(gf.int32, shape=ids_shape)
+    upd = s.placeholder(gf.float32, shape=[None, 2])
+    step = table.scatter_nd_add(ids, upd)
+    with gf.Session(s.graph) as sess:
+        sess.run(table.initializer)
+        f = sess.make_callable([step.op, step.read()], [ids, upd])
+        rows = [f(np.array([[1]], np.int32), np.ones((1, 2), np.float32))[1][1, 0]
+                for _ in range(CALLS)]
+    assert rows == [1, 2, 3, 4, 5]  # TF and optimize=False
+
+
+def test_a_training_loop_applies_its_gradient_once_per_call():
+    """``sess.run([train, with_control_dependencies([train]).identity(w)])`` with a
+    partially known batch: one step per call, as optimize=False and TF."""
+    def losses(optimize):
+        s = gf.Scope(gf.Graph())
+        w = s.variable(np.array([1.0, -2.0, 0.5, 3.0], np.float32), name="w")
+        x = s.placeholder(gf.float32, shape=[None, 4])
+        loss = s.reduce_sum(s.mul(s.mul(x, w), s.mul(x, w)))
+        train = gf.train.GradientDescentOptimizer(0.01).minimize(loss)
+        after = s.with_control_dependencies([train]).identity(w)
+        xv = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+        with gf.Session(s.graph, gf.SessionConfig(optimize=optimize)) as sess:
+            sess.run(w.initializer)
+            return [sess.run([train, after], {x: xv})[1] for _ in range(CALLS)]
+    for got, want in zip(losses(True), losses(False)):
+        np.testing.assert_array_equal(got, want)
+
+
+_UPDATES = ["scatter_nd_add", "scatter_nd_sub", "scatter_nd_max", "scatter_nd_update",
+            "assign_add"]
+
+
+def _apply(kind: str, table: np.ndarray, ids: np.ndarray, rows: np.ndarray) -> None:
+    if kind == "assign_add":
+        table += np.float32(1)
+        return
+    rows = rows * np.float32(1.5)
+    if kind == "scatter_nd_update":
+        table[ids[:, 0]] = rows  # ids are distinct: no last-writer question
+    else:
+        ufunc = {"scatter_nd_add": np.add, "scatter_nd_sub": np.subtract,
+                 "scatter_nd_max": np.maximum}[kind]
+        ufunc.at(table, ids[:, 0], rows)
+
+
+@SLOW
+@given(kinds=st.lists(st.sampled_from(_UPDATES), min_size=1, max_size=2),
+       fetch_ops=st.booleans(), read_after=st.booleans(), specialized=st.booleans(),
+       n=st.integers(1, 3))
+def test_property_fetched_updates_run_once_per_call(kinds, fetch_ops, read_after, specialized,
+                                                    n):
+    """(c) Any mix of fetched update Operations, their values read after them and a read
+    under a control dependency: each update runs once per call, on every call."""
+    s = gf.Scope(gf.Graph())
+    start = np.arange(12, dtype=np.float32).reshape(6, 2)
+    table = s.variable(start)
+    ids = s.placeholder(gf.int32, shape=[None, 1] if specialized else [n, 1])
+    rows = s.placeholder(gf.float32, shape=[None, 2] if specialized else [n, 2])
+    fetches = []
+    for kind in kinds:  # each update after a lowered step: together, a compiled segment
+        update = table.assign_add(np.ones((6, 2), np.float32)) if kind == "assign_add" \
+            else getattr(table, kind)(ids, s.mul(rows, np.float32(1.5)))
+        fetches += [update.op] if fetch_ops else []
+        fetches += [update.read()] if read_after else []
+        s = s.with_control_dependencies([update.op])
+    fetches.append(s.identity(table))
+    idv = np.arange(n, dtype=np.int32)[::-1].reshape(n, 1) + 1
+    rowv = np.linspace(-3, 3, 2 * n, dtype=np.float32).reshape(n, 2)
+    want = start.copy()
+    with gf.Session(s.graph) as sess:
+        sess.run(table.initializer)
+        f = sess.make_callable(fetches, [ids, rows])
+        for _ in range(CALLS):
+            got = f(idv, rowv)[-1]
+            for kind in kinds:
+                _apply(kind, want, idv, rowv)
+            np.testing.assert_array_equal(got, want)
+
+
+# -- 2, 3, 6. a fetched array is the caller's own ------------------------------------------------
+def test_a_fetched_view_of_a_feed_from_a_segment_is_not_the_callers_array():
+    s = gf.Scope(gf.Graph())
+    x = s.placeholder(gf.float32, shape=[6])
+    z = s.reshape(s.expand_dims(s.reshape(x, [2, 3]), 0), [3, 2])
+    with gf.Session(s.graph) as sess:
+        f = sess.make_callable(z, [x])
+        xv = np.arange(6, dtype=np.float32)
+        for _ in range(CALLS):
+            got = f(xv)
+        assert _segments_ran(sess)
+        assert got.flags.writeable is False or not np.shares_memory(got, xv)
+        if got.flags.writeable:
+            got[0, 0] = 99
+        assert xv[0] == 0
+
+
+@pytest.mark.parametrize("waits", [False, True], ids=["preloaded", "control-input"])
+def test_a_fetched_view_of_a_constant_cannot_change_later_runs(waits):
+    s = gf.Scope(gf.Graph())
+    start = s.no_op() if waits else None
+    c_scope = s.with_control_dependencies([start]) if waits else s
+    c = c_scope.constant(np.zeros(400_000, np.float32))
+    y = s.expand_dims(s.reshape(c, [400, 1000]), 0)
+    with gf.Session(s.graph) as sess:
+        f = sess.make_callable(y, [])
+        for _ in range(CALLS):
+            got = f()
+            if got.flags.writeable:
+                got += 100
+            assert f()[0, 0, 0] == 0
+    with gf.Session(s.graph, gf.SessionConfig(optimize=False)) as fresh:
+        assert fresh.run(y)[0, 0, 0] == 0  # the graph's own value is as built
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_two_fetches_are_two_arrays(optimize):
+    s = gf.Scope(gf.Graph())
+    x = s.placeholder(gf.float32, shape=[3])
+    y = s.add(x, 1.0)
+    with gf.Session(s.graph, gf.SessionConfig(optimize=optimize)) as sess:
+        for _ in range(CALLS):
+            a, b, c, r = sess.run([y, s.mul(y, 1.0), y, s.reshape(y, [1, 3])],
+                                  {x: np.ones(3, np.float32)})
+            for p, q in [(a, b), (a, c), (b, c), (a, r), (b, r), (c, r)]:
+                assert not np.shares_memory(p, q)
+
+
+_VIEWS = ["reshape", "flatten", "expand", "add", "mul", "scatter", "gather", "read"]
+
+
+@SLOW
+@given(ops=st.lists(st.tuples(st.sampled_from(_VIEWS), st.integers(0, 20)),
+                    min_size=2, max_size=5),
+       fetch=st.lists(st.integers(0, 40), min_size=1, max_size=4),
+       specialized=st.booleans())
+def test_property_no_fetch_shares_writable_memory(ops, fetch, specialized):
+    """(a) Random graphs of the lowered ops over a fed, a constant and a variable input:
+    no fetched array shares memory with a feed, the constant, the variable or another
+    fetch unless it is read-only, and writing every writable one changes no later call."""
+    s = gf.Scope(gf.Graph())
+    x = s.placeholder(gf.float32, shape=[None, 3] if specialized else [2, 3])
+    cv = np.arange(6, dtype=np.float32).reshape(2, 3)
+    c = s.constant(cv)
+    table = s.variable(np.linspace(0, 1, 12, dtype=np.float32).reshape(4, 3), name="table")
+    ids = s.placeholder(gf.int32, shape=[2, 1])
+    values = [x, c, s.gather_nd(table, np.array([[3], [1]], np.int32))]  # all [2, 3]
+    views = []  # the inner views, of other shapes: fetched, not operands
+    for kind, k in ops:
+        h = values[k % len(values)]
+        other = values[(k + 1) % len(values)]
+        if kind == "reshape":
+            views.append(s.reshape(h, [3, 2]))
+            values.append(s.reshape(views[-1], [2, 3]))
+        elif kind == "flatten":
+            views.append(s.reshape(h, [6]))
+            values.append(s.reshape(views[-1], [2, 3]))
+        elif kind == "expand":
+            views.append(s.expand_dims(h, 0))
+            values.append(s.squeeze(views[-1], [0]))
+        elif kind == "add":
+            values.append(s.add(h, other))
+        elif kind == "mul":
+            values.append(s.mul(h, np.float32(2)))
+        elif kind == "scatter":
+            values.append(s.tensor_scatter_add(h, ids, s.reshape(other, [2, 3])))
+        elif kind == "gather":
+            values.append(s.gather_nd(h, ids))
+        else:
+            views.append(table.read())
+    fetchable = values + views
+    fetches = [fetchable[k % len(fetchable)] for k in fetch]
+    xv = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    idv = np.array([[1], [0]], np.int32)
+    with gf.Session(s.graph, gf.SessionConfig(optimize=False)) as plain:
+        plain.run(table.initializer)
+        want = plain.run(fetches, {x: xv, ids: idv})
+    with gf.Session(s.graph) as sess:
+        sess.run(table.initializer)
+        f = sess.make_callable(fetches, [x, ids])
+        state = sess.resources.variable(table.handle.op.name)
+        for _ in range(CALLS):
+            got = f(xv, idv)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w)
+            writable = [g for g in got if g.flags.writeable]
+            for g in writable:
+                for held in [xv, idv, cv, c.op.attrs["value"], state.value]:
+                    assert not np.shares_memory(g, held)
+                assert sum(np.shares_memory(g, other) for other in got) == 1  # itself
+            for g in writable:
+                g[...] = 7
+
+
+# -- 4. failing calls cost no memory -----------------------------------------------------------
+def _gather_step(s):
+    p = s.placeholder(gf.float32, shape=[1 << 16])
+    ids = s.placeholder(gf.int32, shape=[4, 1])
+    return s.add(s.gather_nd(s.reshape(s.mul(p, 2.0), [1 << 16, 1]), ids), 1.0), p, ids
+
+
+def test_a_call_failing_inside_a_segment_leaks_nothing():
+    """numba emits no cleanup when compiled code raises: a lowering must not raise. Every
+    fed array of a failing call is freed, and numba's allocations balance."""
+    _nrt_python.memsys_enable_stats()
+    s = gf.Scope(gf.Graph())
+    y, p, ids = _gather_step(s)
+    bad = np.full((4, 1), 1 << 20, np.int32)
+    with gf.Session(s.graph) as sess:
+        f = sess.make_callable(y, [p, ids])
+        for _ in range(CALLS):
+            f(np.ones(1 << 16, np.float32), np.zeros((4, 1), np.int32))
+        assert _segments_ran(sess)
+        gc.collect()
+        before = rtsys.get_allocation_stats()
+        fed = []
+        for _ in range(20):
+            value = np.ones(1 << 16, np.float32)
+            fed.append(weakref.ref(value))
+            with pytest.raises(InvalidArgumentError, match="does not index into"):
+                f(value, bad)
+            del value
+        gc.collect()
+        after = rtsys.get_allocation_stats()
+        assert [r() for r in fed] == [None] * 20, "a failing call kept its feed"
+        assert after.alloc - before.alloc == after.free - before.free
+        assert after.mi_alloc - before.mi_alloc == after.mi_free - before.mi_free
+
+
+@SLOW
+@given(calls=st.lists(st.tuples(st.integers(-6, 9), st.integers(0, 7)), min_size=4,
+                      max_size=10))
+def test_property_failing_calls_keep_memory_flat(calls):
+    """(b) Calls with ids in and out of bounds, in any order, after the compile: each
+    gives optimize=False's result or error, and numba's allocations balance."""
+    _nrt_python.memsys_enable_stats()
+    s = gf.Scope(gf.Graph())
+    table = s.variable(np.arange(16, dtype=np.float32).reshape(8, 2), name="table")
+    ids = s.placeholder(gf.int32, shape=[2, 1])
+    rows = s.add(s.gather_nd(table, ids), np.float32(1))
+    step = table.scatter_nd_add(ids, s.mul(rows, np.float32(0.5)))
+    fetches = [step.op, s.with_control_dependencies([step.op]).identity(table)]
+
+    def outcomes(optimize):
+        results = []
+        with gf.Session(s.graph, gf.SessionConfig(optimize=optimize)) as sess:
+            sess.run(table.initializer)
+            f = sess.make_callable(fetches, [ids])
+            for _ in range(CALLS):  # compiled from here on
+                f(np.array([[0], [1]], np.int32))
+            gc.collect()
+            before = rtsys.get_allocation_stats()
+            for a, b in calls:
+                try:
+                    results.append(("ok", f(np.array([[a], [b]], np.int32))[1].tolist()))
+                except OpError as e:
+                    results.append(("error", type(e).__name__, e.node_name))
+            gc.collect()
+            after = rtsys.get_allocation_stats()
+            assert after.alloc - before.alloc == after.free - before.free
+        return results
+    assert outcomes(True) == outcomes(False)
+
+
+# -- 5, 8. bounded caches, internal failures -------------------------------------------------------
+def test_signatures_seen_once_are_bounded():
+    s = gf.Scope(gf.Graph())
+    x = s.placeholder(gf.float32, shape=[None])
+    y = s.add(x, 1.0)
+    with gf.Session(s.graph) as sess:
+        f = sess.make_callable(y, [x])
+        for n in range(4 * MAX_SIGHTINGS):
+            np.testing.assert_array_equal(f(np.zeros(n, np.float32)), np.ones(n, np.float32))
+        (plan,) = sess._plans.values()
+        assert len(plan._sightings) <= MAX_SIGHTINGS
+
+
+def test_the_pool_evicts_past_a_shape_whose_buffers_were_taken():
+    """Past its limit the pool drops the least recently released shapes; one whose
+    buffers were all taken again (an empty list) is skipped, not popped from."""
+    pool = memory.BufferPool(limit=3 << 16)
+    big, other = (1 << 13,), (1 << 14,)  # 64 KiB and 128 KiB of float64
+    f8 = np.dtype(np.float64)
+    for shape in (big, other):
+        assert pool.take(shape, f8) is None  # asked for: the pool keeps these shapes
+    pool.give(np.empty(big))
+    assert pool.take(big, f8) is not None  # its list is empty now, and first in line
+    pool.give(np.empty(other))
+    pool.give(np.empty(other))  # 256 KiB > 192 KiB: an eviction
+    assert pool.nbytes <= pool.limit
+
+
+def test_an_internal_failure_is_not_the_users_error(monkeypatch):
+    def broken(self, buffer):
+        raise IndexError("pop from empty list")
+    monkeypatch.setattr(memory.BufferPool, "give", broken)
+    s = gf.Scope(gf.Graph())
+    x = s.placeholder(gf.float32, shape=[1 << 16])
+    y = s.mul(s.add(s.mul(x, 2.0), 1.0), s.sub(x, 1.0))  # intermediates the pool takes
+    with gf.Session(s.graph, gf.SessionConfig(optimize=False)) as sess:
+        with pytest.raises(InternalError, match="buffer pool"):
+            for _ in range(CALLS):
+                sess.run(y, {x: np.ones(1 << 16, np.float32)})
+
+
+# -- 7, 9. bits and words ------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [gf.complex64, gf.complex128])
+@pytest.mark.parametrize("op", ["mul", "real_div"])
+def test_complex_identities_keep_the_bits(op, dtype):
+    """``x * 1`` and ``x / 1`` are not identities for complex numbers: (inf+0j) * 1 is
+    inf+nanj, as TF's kernels (and optimize=False) compute it."""
+    s = gf.Scope(gf.Graph())
+    x = s.placeholder(dtype, shape=[3])
+    y = getattr(s, op)(x, s.constant(np.ones(3), dtype=dtype))
+    xv = np.array([complex(np.inf, 0), complex(-0.0, 1), complex(np.nan, -0.0)],
+                  dtype.as_numpy_dtype)
+    got = [gf.Session(s.graph, gf.SessionConfig(optimize=o)).run(y, {x: xv}) for o in (True, False)]
+    assert got[0].tobytes() == got[1].tobytes()
+
+
+def test_squeeze_and_expand_dims_out_of_range_in_tensorflows_words():
+    s = gf.Scope(gf.Graph())
+    x = s.placeholder(gf.float32, shape=[2, 3])
+    with pytest.raises(InvalidArgumentError,
+                       match=r"Tried to squeeze dim index 5 for tensor with 2 dimensions\."):
+        s.squeeze(x, [5])
+    with pytest.raises(InvalidArgumentError,
+                       match=r"Tried to expand dim index 4 for tensor with 2 dimensions\."):
+        s.expand_dims(x, 4)
