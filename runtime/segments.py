@@ -247,10 +247,7 @@ class Segment:
             raise _NotLowerable("a constant numba does not take")
         self.outputs = [slot for k, _ in found.lowered for slot in steps[k].outputs
                         if slot in read_after]
-        # a view step's output may view a feed or a constant (numba hands such views back
-        # writeable): read-only, so that a fetch copies it and no kernel writes into it
-        self.views = {slot for k, _ in found.lowered if not steps[k].fresh
-                      for slot in steps[k].outputs}
+        self.views = _outside_views(found, steps)
         self.args = args
         # locked in name order: two segments never wait on each other's variables
         self.variables = sorted((name, *rest) for name, rest in variables.items())
@@ -332,6 +329,25 @@ class Segment:
         self.broken, self.ready, self.fn, self._runner = True, False, None, None
         log.warning("compiled segment of %s could not be compiled, its steps run one by one: "
                     "%s", ", ".join(self.names), err)
+
+
+def _outside_views(found: SegmentPlan, steps: Sequence[Step]) -> set[int]:
+    """The output slots of the segment's view steps (Reshape, ExpandDims...) that may view
+    a value from outside it: a feed, a constant, a value the plan computed before. numba
+    hands such views back writeable; the runner makes them read-only, so that a fetch
+    copies them and no kernel writes into them. A view of a buffer the segment allocated
+    is the plan's own and stays as it is."""
+    producer = {slot: k for k, _ in found.lowered for slot in steps[k].outputs}
+
+    def from_outside(slot: int) -> bool:
+        while slot in producer:
+            step = steps[producer[slot]]
+            if step.fresh:
+                return False
+            slot = step.flat_inputs[0]  # a view step views its first input
+        return True
+    return {slot for k, _ in found.lowered if not steps[k].fresh
+            for slot in steps[k].outputs if from_outside(steps[k].flat_inputs[0])}
 
 
 class _NotLowerable(Exception):
