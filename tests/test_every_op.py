@@ -190,6 +190,9 @@ INPUTS: dict[str, Callable] = {
     "ResourceSparseApplyAdagrad": _adagrad(sparse=True),
 }
 
+for _module in ("inputs_dense_nn", "inputs_segment_selection", "inputs_random", "inputs_training"):
+    INPUTS.update(__import__(f"support.{_module}", fromlist=["INPUTS"]).INPUTS)
+
 OPS = package_ops(include_internal=True)
 
 

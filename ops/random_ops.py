@@ -1,0 +1,2 @@
+"""(in progress: issue #35)"""
+from __future__ import annotations

@@ -1,0 +1,4 @@
+"""test_every_op.py input builders for the ops of issue #35 (training): op name -> fn(opdef, inputs)."""
+from __future__ import annotations
+
+INPUTS: dict = {}
