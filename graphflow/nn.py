@@ -302,3 +302,53 @@ def _result_shape(s: Scope, ids: Output, tables: list[_Table], row_shape: Tensor
 
 
 __all__ = ["embedding_lookup"]
+
+
+# -- the nn functions models are made of (ops/nn_ops.py, ops/dense_math_ops.py) -------------
+def _scope_of(*values: Any) -> Scope:
+    """The Scope an nn function builds in: that of its first graph operand."""
+    from .builder import as_operand
+    from .operators import scope_of
+    for value in values:
+        out = as_operand(value)
+        if out is not None:
+            return scope_of(out)
+    raise InvalidArgumentError("gf.nn functions need at least one graph Output among their "
+                               "arguments (or build with scope.<function>(...))")
+
+
+def _delegate(method: str, doc: str, *operands: str):
+    """``gf.nn.<method>(...)``: ``scope.<method>(...)`` in its operands' scope."""
+    def function(*args, **kwargs):
+        named = [kwargs.get(k) for k in operands]
+        return getattr(_scope_of(*args, *named), method)(*args, **kwargs)
+    function.__name__ = function.__qualname__ = method
+    function.__doc__ = doc
+    return function
+
+
+softmax = _delegate("softmax", "``tf.nn.softmax(logits, axis=-1)``.", "logits")
+log_softmax = _delegate("log_softmax", "``tf.nn.log_softmax(logits, axis=-1)``.", "logits")
+softmax_cross_entropy_with_logits = _delegate(
+    "softmax_cross_entropy_with_logits",
+    "``tf.nn.softmax_cross_entropy_with_logits(labels, logits, axis=-1)``: the loss per row.",
+    "labels", "logits")
+sparse_softmax_cross_entropy_with_logits = _delegate(
+    "sparse_softmax_cross_entropy_with_logits",
+    "``tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)``: the loss per row.",
+    "labels", "logits")
+sigmoid_cross_entropy_with_logits = _delegate(
+    "sigmoid_cross_entropy_with_logits",
+    "``tf.nn.sigmoid_cross_entropy_with_logits(labels, logits)``.", "labels", "logits")
+l2_loss = _delegate("l2_loss", "``tf.nn.l2_loss(t)``: sum(t ** 2) / 2.", "t")
+bias_add = _delegate("bias_add", "``tf.nn.bias_add(value, bias, data_format=None)``.",
+                     "value", "bias")
+leaky_relu = _delegate("leaky_relu", "``tf.nn.leaky_relu(features, alpha=0.2)``.", "features")
+relu = _delegate("relu", "``tf.nn.relu(features)``.", "features")
+relu6 = _delegate("relu6", "``tf.nn.relu6(features)``.", "features")
+elu = _delegate("elu", "``tf.nn.elu(features)``.", "features")
+selu = _delegate("selu", "``tf.nn.selu(features)``.", "features")
+softplus = _delegate("softplus", "``tf.nn.softplus(features)``.", "features")
+softsign = _delegate("softsign", "``tf.nn.softsign(features)``.", "features")
+sigmoid = _delegate("sigmoid", "``tf.nn.sigmoid(x)``.", "x")
+tanh = _delegate("tanh", "``tf.nn.tanh(x)``.", "x")

@@ -147,10 +147,18 @@ def reduce_sum(self: Scope, input, axis=None, keep_dims: bool | None = None, *,
     """``Sum`` of ``input`` over ``axis``; every dim when ``axis`` is None (TF's
     ``tf.reduce_sum``): a constant ``range(rank)`` when the rank is known, else
     ``Range(0, Rank(input), 1)``. ``keepdims`` is accepted for ``keep_dims``."""
+    return reduce_over(self, Sum, input, axis, keep_dims, keepdims, name)
+
+
+def reduce_over(self: Scope, op, input, axis, keep_dims: bool | None, keepdims: bool | None,
+                name: str | None) -> Output:
+    """The reduction ``op`` of ``input`` over ``axis`` as TF's ``reduce_*`` builds it:
+    every dim when ``axis`` is None (``Range(0, Rank(input), 1)`` when the rank is not
+    known at build time); ``keep_dims`` and ``keepdims`` are the same argument."""
     if keep_dims is not None and keepdims is not None and bool(keep_dims) != bool(keepdims):
-        raise InvalidArgumentError("reduce_sum: pass keep_dims or keepdims, not both")
+        raise InvalidArgumentError(f"{op.builder_name}: pass keep_dims or keepdims, not both")
     keep = bool(keep_dims if keep_dims is not None else keepdims or False)
-    helpers = self.without_op_name()  # a with_name() name belongs to the Sum itself
+    helpers = self.without_op_name()  # a with_name() name belongs to the reduction itself
     if axis is None:
         operand = as_operand(input)  # never `or`: an Output is no Python bool
         if operand is None:
@@ -159,7 +167,7 @@ def reduce_sum(self: Scope, input, axis=None, keep_dims: bool | None = None, *,
         axis = (np.arange(rank, dtype=np.int32) if rank is not None
                 else helpers.range(0, helpers.rank(operand), 1))
         input = operand
-    return self.create_op(Sum, input, axis, keep_dims=keep, name=name)
+    return self.create_op(op, input, axis, keep_dims=keep, name=name)
 
 
 # -- AddN ------------------------------------------------------------------------------

@@ -1,0 +1,165 @@
+"""Mean, Max, Min, Any and All: the reductions models need beside Sum
+(ops/reduction_ops.py) and Prod (ops/tf_glue_ops.py), with TensorFlow's rules.
+
+- ``axis`` as Sum's: a scalar or a vector, negative from the end, a dim named twice
+  an error; ``keep_dims`` keeps reduced dims with size 1; the builders
+  ``reduce_mean(input_tensor, axis=None, keepdims=False)`` etc. reduce every dim
+  when ``axis`` is None.
+- Max over nothing is the dtype's lowest value (-inf for floats), Min its highest;
+  NaN wins both (TF's CPU kernels propagate it). Mean over nothing is NaN for
+  floats; an integer Mean divides in the integer type (truncating), and over
+  nothing is 0. float16 Mean sums in float32 and rounds once.
+- Gradients as TF's: Mean spreads the gradient evenly; Max/Min split it among the
+  elements equal to the result (ties share it).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from graphflow.dtypes import INDEX_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, bool_, int32
+from graphflow.registry import BoolAttr, TypeAttr, register_op
+from graphflow.scope import Scope
+
+from .reduction_ops import check_reduction_axis, reduce_over, reduced_shape, reduction_output, \
+    shape_of, _kept_dims_shape
+
+
+def _reduction(name: str, types, doc: str, aliases=()):
+    op = register_op(
+        name, inputs=["input: T", "axis: Tidx"], outputs=["output: T"],
+        attrs={"T": TypeAttr(types), "Tidx": TypeAttr(INDEX_TYPES, int32),
+               "keep_dims": BoolAttr(False)},
+        aliases=aliases, doc=doc)
+
+    @op.shape_fn
+    def _shape(ctx):
+        """`input.shape` without the dims in `axis` (size 1 under keep_dims)."""
+        check_reduction_axis(ctx)
+        return reduced_shape(ctx)
+    return op
+
+
+Mean = _reduction("Mean", NUMBER_TYPES, "The mean of `input` over the dims in `axis` "
+                  "(NaN over no elements for floats; integers divide truncating).")
+Max = _reduction("Max", REAL_NUMBER_TYPES, "The largest element over the dims in `axis` "
+                 "(the dtype's lowest value over none; NaN wins).")
+Min = _reduction("Min", REAL_NUMBER_TYPES, "The smallest element over the dims in `axis` "
+                 "(the dtype's highest value over none; NaN wins).")
+Any = _reduction("Any", (bool_,), "Whether any element over the dims in `axis` is true.")
+All = _reduction("All", (bool_,), "Whether every element over the dims in `axis` is true.")
+
+
+def _limit(dtype: np.dtype, lowest: bool):
+    if dtype.kind == "f":
+        return dtype.type(-np.inf if lowest else np.inf)
+    info = np.iinfo(dtype)
+    return dtype.type(info.min if lowest else info.max)
+
+
+@Max.kernel("cpu")
+@Max.kernel("gpu")
+def _max(ctx, x, axis):
+    axes, keep_dims, out = reduction_output(ctx, x, axis)
+    out[...] = ctx.xp.max(x, axis=axes, keepdims=keep_dims, initial=_limit(x.dtype, True))
+    return out
+
+
+@Min.kernel("cpu")
+@Min.kernel("gpu")
+def _min(ctx, x, axis):
+    axes, keep_dims, out = reduction_output(ctx, x, axis)
+    out[...] = ctx.xp.min(x, axis=axes, keepdims=keep_dims, initial=_limit(x.dtype, False))
+    return out
+
+
+@Any.kernel("cpu")
+@Any.kernel("gpu")
+def _any(ctx, x, axis):
+    axes, keep_dims, out = reduction_output(ctx, x, axis)
+    out[...] = ctx.xp.any(x, axis=axes, keepdims=keep_dims)
+    return out
+
+
+@All.kernel("cpu")
+@All.kernel("gpu")
+def _all(ctx, x, axis):
+    axes, keep_dims, out = reduction_output(ctx, x, axis)
+    out[...] = ctx.xp.all(x, axis=axes, keepdims=keep_dims)
+    return out
+
+
+@Mean.kernel("cpu")
+@Mean.kernel("gpu")
+def _mean(ctx, x, axis):
+    axes, keep_dims, out = reduction_output(ctx, x, axis)
+    xp = ctx.xp
+    count = math.prod(x.shape[a] for a in axes)
+    if x.dtype.kind in "iu":  # TF: the sum in T, divided in T (truncating toward zero)
+        total = xp.sum(x, axis=axes, dtype=x.dtype, keepdims=keep_dims)
+        if count == 0:
+            out[...] = 0
+            return out
+        floor = total // x.dtype.type(count)
+        # floor division rounds toward -inf; C's (TF's) toward zero
+        out[...] = floor + ((total % x.dtype.type(count) != 0) & (total < 0))
+        return out
+    wide = np.float32 if x.dtype == np.float16 else x.dtype
+    total = xp.sum(x, axis=axes, dtype=wide, keepdims=keep_dims)
+    out[...] = total / wide.type(count) if count else total * np.nan
+    return out
+
+
+# -- gradients -------------------------------------------------------------------------------
+@Mean.gradient
+def _mean_grad(g, grad):
+    """Sum's gradient divided by the number of elements each output averaged."""
+    s = g.scope
+    x, axis = g.op.inputs
+    y = g.op.outputs[0]
+    if not g.attr("keep_dims"):
+        grad = s.reshape(grad, _kept_dims_shape(s, x, axis))
+    spread = s.broadcast_to(grad, shape_of(s, x))
+    if x.shape.is_fully_defined() and y.shape.is_fully_defined():
+        count = max(1, x.shape.num_elements() // max(1, y.shape.num_elements()))
+        return [s.real_div(spread, count), None]
+    count = s.maximum(s.real_div(s.cast(s.size(x), grad.dtype),
+                                 s.cast(s.maximum(s.size(y), 1), grad.dtype)), 1)
+    return [s.real_div(spread, count), None]
+
+
+def _extremum_grad(g, grad):
+    """TF's _MinOrMaxGrad: the gradient split evenly among the elements equal to the
+    result."""
+    s = g.scope
+    x, axis = g.op.inputs
+    y = g.op.outputs[0]
+    kept = _kept_dims_shape(s, x, axis)
+    if not g.attr("keep_dims"):
+        y, grad = s.reshape(y, kept), s.reshape(grad, kept)
+    indicators = s.cast(s.equal(y, x), grad.dtype)
+    selected = s.reduce_sum(indicators, axis, keep_dims=True)
+    return [s.mul(s.real_div(indicators, selected), grad), None]
+
+
+Max.gradient(_extremum_grad)
+Min.gradient(_extremum_grad)
+Any.not_differentiable()
+All.not_differentiable()
+
+
+# -- builders with TensorFlow's Python signatures ---------------------------------------------
+def _builder(op, tf_name: str):
+    def build(self: Scope, input_tensor, axis=None, keepdims: bool | None = None, *,
+              keep_dims: bool | None = None, name: str | None = None):
+        return reduce_over(self, op, input_tensor, axis, keep_dims, keepdims, name)
+    build.__name__ = build.__qualname__ = tf_name
+    build.__doc__ = (f"``tf.{tf_name}(input_tensor, axis=None, keepdims=False)``: "
+                     f"{op.name} over ``axis``, every dim when it is None.")
+    return build
+
+
+for _op, _name in ((Mean, "reduce_mean"), (Max, "reduce_max"), (Min, "reduce_min"),
+                   (Any, "reduce_any"), (All, "reduce_all")):
+    setattr(Scope, _name, _builder(_op, _name))
