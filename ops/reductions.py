@@ -105,9 +105,9 @@ def _mean(ctx, x, axis):
         # floor division rounds toward -inf; C's (TF's) toward zero
         out[...] = floor + ((total % x.dtype.type(count) != 0) & (total < 0))
         return out
-    wide = np.float32 if x.dtype == np.float16 else x.dtype
+    wide = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
     total = xp.sum(x, axis=axes, dtype=wide, keepdims=keep_dims)
-    out[...] = total / wide.type(count) if count else total * np.nan
+    out[...] = total / wide.type(count) if count else total * wide.type(np.nan)
     return out
 
 
