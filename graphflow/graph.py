@@ -163,6 +163,11 @@ class Graph:
         self._by_name: dict[str, Operation] = {}
         self._used_names: dict[str, int] = {}
         self._lock = threading.RLock()
+        #: The graph-level random seed (TF's ``Graph.seed``, ``tf.compat.v1.set_random_seed``):
+        #: None, or an int that, with each random op's own ``seed=``, fixes the sequence the
+        #: op draws in every Session (see ops/random_ops.py, ``get_seed``). Read when a random
+        #: op is built, so set it before building them.
+        self.seed: int | None = None
 
     # -- naming ------------------------------------------------------------
     def unique_name(self, name: str) -> str:
