@@ -44,6 +44,7 @@ import math
 
 import numpy as np
 
+from graphflow.builder import as_operand
 from graphflow.dtypes import INDEX_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, float16, \
     float32, float64, int32
 from graphflow.errors import InvalidArgumentError
@@ -504,13 +505,14 @@ def _segment_counts(s: Scope, data: Output, segment_ids: Output, num_segments: O
 def _true_div(s: Scope, x: Output, y: Output, name: str | None = None) -> Output:
     """TF's ``x / y``: integers are divided as floats (float64 for 32- and 64-bit ones)."""
     if x.dtype.is_integer:
-        wide = float32 if x.dtype.size <= 2 else float64
+        wide = float32 if x.dtype.itemsize <= 2 else float64
         x, y = s.cast(x, wide), s.cast(y, wide)
     return s.real_div(x, y, name=name)
 
 
 def _composite_operands(s: Scope, data, segment_ids, num_segments) -> tuple:
-    return tuple(s.constant(v) if not isinstance(v, Output) else v
+    """The arguments as Outputs (constants for plain values), as TF's convert_to_tensor."""
+    return tuple(as_operand(v) if as_operand(v) is not None else s.constant(v)
                  for v in (data, segment_ids, num_segments))
 
 
