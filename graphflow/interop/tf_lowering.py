@@ -41,6 +41,13 @@ SAME_AS_TF = frozenset({
     # TF's glue ops that gf.import_tf_graph brought in (ops/tf_glue_ops.py)
     "StridedSlice", "StridedSliceGrad", "GatherV2", "Prod", "Transpose", "Tile",
     "VarIsInitializedOp",
+    # the dense math, reductions and nn ops of issue #35 (ops/dense_math_ops.py,
+    # ops/reductions.py, ops/nn_ops.py): TensorFlow's names, inputs and attrs
+    "Exp", "Log", "Log1p", "Expm1", "Sqrt", "Rsqrt", "Square", "Reciprocal", "Abs", "Sign",
+    "Floor", "Ceil", "Round", "Sigmoid", "Tanh", "Relu", "Relu6", "Elu", "Selu", "Softplus",
+    "Softsign", "LeakyRelu", "Pow", "SquaredDifference", "MatMul", "BatchMatMulV2", "BiasAdd",
+    "Mean", "Max", "Min", "Any", "All", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
+    "SparseSoftmaxCrossEntropyWithLogits", "L2Loss",
 })
 
 #: Ops whose variable dtype attr graphflow calls ``dtype`` and TensorFlow ``T``.
@@ -59,10 +66,12 @@ TF_DEFAULTS: Mapping[str, Mapping[str, tuple[str, Any]]] = {
     "ResourceSparseApplyAdagrad": {"use_locking": ("bool", False),
                                    "update_slots": ("bool", True)},
     **{op: {"use_locking": ("bool", True)} for op in RESOURCE_OPS},
+    "MatMul": {"grad_a": ("bool", False), "grad_b": ("bool", False)},
+    "BatchMatMulV2": {"grad_x": ("bool", False), "grad_y": ("bool", False)},
 }
 
 #: graphflow attrs TensorFlow's op lacks (dropped once the op is lowered past them).
-DROPPED = {"GatherNd": ("batch_dims",)}
+DROPPED = {"GatherNd": ("batch_dims",), "Any": ("T",), "All": ("T",)}  # TF's take bools only
 
 
 def kinded_attrs(op: Operation) -> dict[str, tuple[str, Any]]:
