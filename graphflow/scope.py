@@ -158,6 +158,26 @@ class Scope:
     def __repr__(self) -> str:
         return f"<gf.Scope prefix='{self._prefix}' device='{self.device}'>"
 
+    def __getattr__(self, name: str):
+        """Only for names no builder has: an AttributeError that says graphflow has no
+        such op (yet), with the builders whose names are close (``mat_mul``: ``matmul``)."""
+        if name.startswith("_"):
+            raise AttributeError(f"'Scope' object has no attribute '{name}'")
+        raise AttributeError(missing_op_message(name))
+
+
+def missing_op_message(name: str) -> str:
+    """What ``scope.<name>`` says when graphflow has no builder of that name."""
+    import difflib
+    builders = sorted(n for n in dir(Scope) if not n.startswith("_"))
+    close = difflib.get_close_matches(name, builders, n=3, cutoff=0.75)
+    close += [n for n in builders if n not in close and (
+        n.replace("_", "") == name.replace("_", "") or (len(name) > 3 and n.endswith("_" + name)))]
+    hint = f" Did you mean {', '.join(f'scope.{n}' for n in close[:3])}?" if close else ""
+    return (f"'Scope' object has no attribute '{name}': graphflow has no op or builder named "
+            f"'{name}' yet ('graphflow ops' lists the ops; docs/extending.md shows how to "
+            f"declare your own).{hint}")
+
 
 def _check_name(name: Any, what: str) -> None:
     """Names and device strings are strings (TensorFlow: TypeError)."""

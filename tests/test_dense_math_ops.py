@@ -300,3 +300,16 @@ def test_property_matmul_equals_numpy_on_any_shape(m, k, n, batch):
         for _ in range(3):
             got = f(a)
     np.testing.assert_allclose(got, a @ b, rtol=1e-12, atol=1e-12)
+
+
+# -- a missing op says so -------------------------------------------------------------------
+def test_a_missing_builder_says_graphflow_has_no_such_op_and_suggests_close_names():
+    s = gf.Scope(gf.Graph())
+    with pytest.raises(AttributeError, match="graphflow has no op or builder named 'einsum'"):
+        s.einsum
+    with pytest.raises(AttributeError, match=r"Did you mean scope\.reduce_mean"):
+        s.reduce_meen
+    with pytest.raises(AttributeError, match=r"Did you mean scope\.softmax"):
+        s.sofmax
+    assert not hasattr(s, "_private_thing")
+    assert s.mat_mul is not None and s.matmul is not None  # the raw op's and TF's names
