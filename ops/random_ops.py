@@ -133,12 +133,27 @@ class _CupyDraws:
         return self.state.permutation(n)
 
 
-def _philox(key: tuple[int, int] | None) -> _NumpyDraws:
-    """numpy draws from Philox keyed by two 64-bit ints (None: a key from the OS)."""
+def _philox(key: tuple[int, int] | None, counter: tuple[int, int] = (0, 0)) -> _NumpyDraws:
+    """numpy draws from Philox4x64 with a 128-bit ``key`` and ``counter`` (its upper
+    half), each two 64-bit ints; None: a key from the OS."""
     if key is None:
         return _NumpyDraws(np.random.Generator(np.random.Philox()))
     words = np.array([k & _MASK64 for k in key], dtype=np.uint64)
-    return _NumpyDraws(np.random.Generator(np.random.Philox(key=words)))
+    start = np.array([0, 0, *(c & _MASK64 for c in counter)], dtype=np.uint64)
+    return _NumpyDraws(np.random.Generator(np.random.Philox(key=words, counter=start)))
+
+
+#: The upper key word of every stateless draw: stateless seeds [a, b] and a stateful op's
+#: (seed, seed2) = (a, b) key different streams.
+_STATELESS_KEY = 0x3EC8F72002461E29
+
+
+def _stateless_draws(seed) -> _NumpyDraws:
+    """The draws of a stateless op: the first seed int keys Philox, the second picks the
+    counter's upper half (TF's layout), so that seeds differing in either give streams
+    2**128 blocks apart."""
+    first, second = _stateless_seed(seed)
+    return _philox((first, _STATELESS_KEY), counter=(second, 0))
 
 
 def _new_draws(xp, seed: int, seed2: int):
@@ -170,16 +185,21 @@ _STREAMS_LOCK = threading.Lock()
 
 def _stream(ctx) -> _Stream:
     """The generator of the op ``ctx`` runs, in the Session running it: made on first use,
-    then shared by every plan of that Session. Without a Session (a kernel called
-    directly), it lives in the kernel context."""
+    then shared by every plan of that Session (each plan's context keeps it at hand, as a
+    plan belongs to one Session). Without a Session (a kernel called directly), it lives
+    in the kernel context."""
+    stream = ctx.cache.get(_Stream)
+    if stream is not None:
+        return stream
     owner = ctx.resources
     key = (ctx.node_name, getattr(ctx.device, "name", ""))
     with _STREAMS_LOCK:
-        streams = ctx.cache if owner is None else _STREAMS.setdefault(owner, {})
+        streams = {} if owner is None else _STREAMS.setdefault(owner, {})
         stream = streams.get(key)
         if stream is None:
             stream = streams[key] = _Stream(_new_draws(
                 ctx.xp, ctx.attrs["seed"], ctx.attrs["seed2"]))
+        ctx.cache[_Stream] = stream
     return stream
 
 
@@ -245,7 +265,7 @@ def _bounds(minval, maxval, empty: bool) -> tuple[int, int] | None:
     return lo, hi
 
 
-def _stateless_key(seed) -> tuple[int, int]:
+def _stateless_seed(seed) -> tuple[int, int]:
     """The two seed ints of a stateless op (int32 and int64 seeds of equal values give
     equal numbers)."""
     if seed.ndim != 1 or seed.shape[0] != 2:
@@ -419,7 +439,7 @@ def _stateless_float_op(name: str, draw: str, doc: str):
     def _kernel(ctx, shape, seed):
         dtype = np.dtype(ctx.attrs["dtype"].as_numpy_dtype)
         dims = _output_shape(ctx, shape, dtype)
-        return _on_device(ctx, fn(_philox(_stateless_key(seed)), np, dims, dtype))
+        return _on_device(ctx, fn(_stateless_draws(seed), np, dims, dtype))
 
     op.not_differentiable()
     return op
@@ -449,11 +469,11 @@ StatelessRandomUniformInt.shape_fn(_stateless_int_shape)
 def _stateless_random_uniform_int(ctx, shape, seed, minval, maxval):
     dtype = np.dtype(ctx.attrs["dtype"].as_numpy_dtype)
     dims = _output_shape(ctx, shape, dtype)
-    key = _stateless_key(seed)
+    draws = _stateless_draws(seed)
     bounds = _bounds(minval, maxval, empty=math.prod(dims) == 0)
     if bounds is None:
         return ctx.xp.empty(dims, dtype)
-    return _on_device(ctx, _philox(key).integers(*bounds, dims, dtype))
+    return _on_device(ctx, draws.integers(*bounds, dims, dtype))
 
 
 StatelessRandomUniformFullInt = register_op(
@@ -472,8 +492,9 @@ def _stateless_random_uniform_full_int(ctx, shape, seed):
     dtype = np.dtype(ctx.attrs["dtype"].as_numpy_dtype)
     dims = _output_shape(ctx, shape, dtype)
     info = np.iinfo(dtype)
-    draws = _philox(_stateless_key(seed)).generator
-    return _on_device(ctx, draws.integers(info.min, info.max, dims, dtype=dtype, endpoint=True))
+    generator = _stateless_draws(seed).generator
+    return _on_device(ctx, generator.integers(info.min, info.max, dims, dtype=dtype,
+                                              endpoint=True))
 
 
 for _op in (StatelessRandomUniformInt, StatelessRandomUniformFullInt):

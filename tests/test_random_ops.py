@@ -289,8 +289,9 @@ def test_each_run_and_each_call_of_a_compiled_plan_draws_new_numbers():
     u = s.random_uniform([4], seed=1)
     y = u * 2.0 + 1.0
     assert inference.constant_value(u) is None and inference.constant_value(y) is None
+    other = s.random_normal([2], seed=2)
     with gf.Session(s.graph) as sess:
-        draws = [sess.run(y) for _ in range(3)]
+        draws = [sess.run(y), sess.run([y, other])[0], sess.run(y)]   # two plans, one sequence
         call = sess.make_callable(y)
         draws += [call() for _ in range(5)]
     assert len({d.tobytes() for d in draws}) == len(draws)
@@ -315,7 +316,7 @@ def test_shape_specialized_plans_continue_the_same_sequence():
 
 def test_two_threads_running_one_op_draw_disjoint_parts_of_its_sequence():
     s = _seeded_scope()
-    u = s.random_uniform([1000], seed=8)
+    u = s.truncated_normal([1000], seed=8)   # a draw of several steps (re-draws): atomic
     per_thread: list[list[np.ndarray]] = [[], [], [], []]
     with gf.Session(s.graph) as sess:
         call = sess.make_callable(u)
@@ -350,6 +351,9 @@ def test_stateless_ops_are_a_pure_function_of_the_seed():
     np.testing.assert_array_equal(first[1], unoptimized[6])      # an int32 seed: the same
     assert not np.array_equal(first[1], unoptimized[7])           # another seed: others
     assert inference.constant_value(outs[0]) is not None          # pure: foldable
+    # a stateless seed [a, b] and a stateful op's seeds (a, b) key different streams
+    stateful = s.create_op("RandomUniform", [6], dtype=gf.float32, seed=3, seed2=4)
+    assert not np.array_equal(_run(stateful), first[0])
 
 
 _IN_ANOTHER_PROCESS = """
