@@ -457,7 +457,7 @@ def _sorted_segment_gpu(ctx, data, segment_ids, op: str):
 def _finish_sorted(out, counts, ids, rows, op: str) -> None:
     """What TF's sorted kernel does besides folding: a segment of one row is that row
     copied, a mean divides by the count, and a gap is 0 (1 for prod)."""
-    single = (counts[ids.clip(0)] == 1) & (ids >= 0) if len(ids) else ids >= 0
+    single = (ids >= 0) & (counts[ids.clip(0)] == 1)  # ids: -1 where a GPU skips one
     out[ids[single]] = rows[single]
     if op == "mean":
         many = counts >= 2
