@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError
 from graphflow.serialization import decode_tensor, encode_tensor, to_json
+from support.serialization_wave4 import EXAMPLES as WAVE4_EXAMPLES
 
 I32, F32 = np.int32, np.float32
 
@@ -147,6 +148,8 @@ def _adagrad(s, sparse: bool):
     after = s.with_control_dependencies([step])
     return [after.read_variable_op(x.handle, dtype=gf.float32) for x in (v, accum)]
 
+
+EXAMPLES.update(WAVE4_EXAMPLES)
 
 # graphflow's own ops (test modules register ops of their own)
 REGISTERED = {d.name for d in gf.registered_ops()
@@ -571,7 +574,10 @@ EXAMPLE_SCRIPTS = sorted(p.name for p in
                          (pathlib.Path(__file__).resolve().parents[1] / "examples").glob("*.py")
                          if not p.name.startswith("_"))
 #: Arguments for the examples whose defaults start a Dask cluster: here on one process
-EXAMPLE_ARGS = {"sharded_embeddings.py": ["--local", "--rows", "300", "--steps", "5"]}
+EXAMPLE_ARGS = {"sharded_embeddings.py": ["--local", "--rows", "300", "--steps", "5"],
+                "gcn_karate.py": ["--steps", "10"],
+                "moe.py": ["--tokens", "64", "--steps", "10"],
+                "word2vec.py": ["--vocab", "300", "--steps", "10", "--batch", "64"]}
 
 
 @pytest.mark.parametrize("script", EXAMPLE_SCRIPTS)
@@ -596,7 +602,19 @@ def test_every_example_graph_round_trips_and_runs_identically(script, monkeypatc
     def recording_restore(saver, sess, save_path):
         original_restore(saver, sess, save_path)
         events.append((sess, "restore", save_path, None))
+    original_callable = gf.Session.make_callable
+
+    def recording_callable(self, fetches, feed_list=None, *args, **kwargs):
+        call = original_callable(self, fetches, feed_list, *args, **kwargs)
+        names = [_by_name(f) for f in (feed_list or [])]
+
+        def recorded(*values, **options):  # replayed as the sess.run it stands for
+            result = call(*values, **options)
+            events.append((self, "run", (_by_name(fetches), dict(zip(names, values))), result))
+            return result
+        return recorded
     monkeypatch.setattr(gf.Session, "run", recording_run)
+    monkeypatch.setattr(gf.Session, "make_callable", recording_callable)
     monkeypatch.setattr(gf.train.Saver, "restore", recording_restore)
     monkeypatch.setattr(sys, "argv", [script, *EXAMPLE_ARGS.get(script, [])])
     monkeypatch.syspath_prepend(str(examples))
