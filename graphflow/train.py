@@ -546,10 +546,14 @@ def _as_loss(loss: Any) -> Output:
 
 
 def _gradient_ops(pairs: Sequence) -> list[Operation]:
+    """The ops the updates wait on: those computing a gradient. An op with no inputs (a
+    fed Placeholder, a Const) reads no variable, so there is nothing to wait for; a
+    control edge from a fed Placeholder would also run its kernel, which fails (TF drops
+    such edges when it feeds a Placeholder)."""
     ops = []
     for g, _ in pairs:
         parts = (g.values, g.indices, g.dense_shape) if isinstance(g, IndexedSlices) else (g,)
-        ops.extend(p.op for p in parts)
+        ops.extend(p.op for p in parts if p.op.inputs or p.op.control_inputs)
     return ops
 
 
