@@ -176,7 +176,7 @@ LogicalNot = _unary("LogicalNot", np.logical_not, "NOT x.", dtype="bool")
 
 
 SelectV2 = register_op("SelectV2", inputs=["condition: bool", "t: T", "e: T"],
-                       outputs=["output: T"], attrs={"T": TypeAttr()}, aliases=("where", "select"),
+                       outputs=["output: T"], attrs={"T": TypeAttr()}, aliases=("select",),
                        doc="t where condition is true, else e; all three broadcast.")
 
 

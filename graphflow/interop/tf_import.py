@@ -42,6 +42,9 @@ _DEFAULT_ONLY_ATTRS = {("Equal", "incompatible_shape_error"): True,
                        ("ResourceGather", "batch_dims"): 0,
                        ("ResourceApplyAdagrad", "update_slots"): True,
                        ("ResourceSparseApplyAdagrad", "update_slots"): True}
+#: Attrs of TensorFlow's that only hint at how to compute (never what): accepted at any value.
+_HINT_ATTRS = {("MatMul", "grad_a"), ("MatMul", "grad_b"), ("BatchMatMulV2", "grad_x"),
+               ("BatchMatMulV2", "grad_y")}
 #: GraphDef field numbers (graph.proto): node, library, version, versions, debug_info.
 _GRAPHDEF_FIELDS = {1, LIBRARY_FIELD, 3, 4, 5}
 
@@ -199,6 +202,8 @@ def _user_attrs(n: Node, op_def: OpDef) -> dict[str, Any]:
     kwargs = {}
     for key, got in n.attrs.items():
         spec = op_def.attrs.get(key)
+        if spec is None and (n.op, key) in _HINT_ATTRS:
+            continue
         if spec is None:
             default = _DEFAULT_ONLY_ATTRS.get((n.op, key), _MISSING)
             value = got[1].decode() if isinstance(got[1], bytes) else got[1]

@@ -48,6 +48,12 @@ SAME_AS_TF = frozenset({
     "Softsign", "LeakyRelu", "Pow", "SquaredDifference", "MatMul", "BatchMatMulV2", "BiasAdd",
     "Mean", "Max", "Min", "Any", "All", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
     "SparseSoftmaxCrossEntropyWithLogits", "L2Loss",
+    "UnsortedSegmentSum", "UnsortedSegmentMax", "UnsortedSegmentMin", "UnsortedSegmentProd",
+    "SegmentSum", "SegmentMean", "SegmentMax", "SegmentMin", "SegmentProd",
+    "ArgMax", "ArgMin", "TopKV2", "OneHot", "Where", "Split", "SplitV", "Unique",
+    "RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt",
+    "RandomShuffle", "StatelessRandomUniform", "StatelessRandomNormal",
+    "StatelessTruncatedNormal", "StatelessRandomUniformInt", "StatelessRandomUniformFullInt",
 })
 
 #: Ops whose variable dtype attr graphflow calls ``dtype`` and TensorFlow ``T``.
