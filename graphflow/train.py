@@ -641,7 +641,7 @@ def _require_ops(what: str, *names: str) -> None:
     for n in names:
         try:
             _op_def(n)
-        except Exception:  # noqa: BLE001 - the registry's lookup error, whatever its class
+        except LookupError:  # the registry's NotFoundError
             missing.append(n)
     if missing:
         raise UnimplementedError(f"{what} needs the op(s) {', '.join(missing)}, not "

@@ -296,7 +296,7 @@ ResourceSparseApplyMomentum = _update_op(
     sparse=True, nesterov=True)
 
 
-# -- Adam -------------------------------------------------------------------------------------------
+# -- Adam ------------------------------------------------------------------------------------------
 def _adam_alpha(h, dtype_of: np.ndarray):
     """lr * sqrt(1 - beta2_power) / (1 - beta1_power), in T."""
     one = _one(dtype_of)
@@ -351,7 +351,7 @@ SparseApplyAdam = _update_op(
     "epsilon) on every row.", sparse=True, every_row=True)
 
 
-# -- RMSProp ----------------------------------------------------------------------------------------
+# -- RMSProp ---------------------------------------------------------------------------------------
 def _rmsprop(values, h, grad, attrs) -> None:
     """ApplyRMSProp's functor."""
     var, ms, mom = values
@@ -425,6 +425,7 @@ ResourceSparseApplyCenteredRMSProp = _update_op(
     "ResourceSparseApplyCenteredRMSProp", _CENTERED_INPUTS + ["indices"],
     _sparse_centered_rmsprop,
     "Centered RMSProp on the rows `indices` only, one index after another (RMSPropOptimizer "
-    "sums duplicates first): ms[i] = ms[i] * rho + g^2 * (1 - rho), mg[i] = mg[i] * rho + g * (1 - rho), "
+    "sums duplicates first): ms[i] = ms[i] * rho + g^2 * (1 - rho), mg[i] = mg[i] * rho + "
+    "g * (1 - rho), "
     "mom[i] = mom[i] * momentum + rsqrt(ms[i] + epsilon - mg[i]^2) * lr * g, var[i] -= mom[i].",
     sparse=True)

@@ -465,6 +465,26 @@ def test_a_failed_step_writes_nothing(config):
         assert sess.run(gs) == 2
 
 
+@pytest.mark.parametrize("config", ["nesterov", "adam", "centered_momentum"])
+def test_a_cluster_run_journals_every_write_so_a_rollback_restores_all(config):
+    """A distributed run's undo journal (runtime/resources.py) gets what each update
+    overwrites (the rows of a sparse one, every row for Adam's): a rollback brings every
+    variable, slot, beta power and the global step back bit for bit."""
+    from graphflow.runtime.resources import Journal, journaling
+    model = Model(config, np.float32)
+    serial = gf.SessionConfig(inter_op_threads=1)  # kernels run on the journaling thread
+    with gf.Session(model.graph, serial) as sess:
+        sess.run(gf.global_variables_initializer(model.graph))
+        start = _snapshot(sess, model.graph)
+        journal = Journal()
+        with journaling(journal):
+            for k in range(2):
+                sess.run(model.step, dict(zip((model.gw, model.gv, model.gi), model.feeds(k))))
+        assert _snapshot(sess, model.graph) != start
+        journal.rollback()
+        assert _snapshot(sess, model.graph) == start
+
+
 def test_an_uninitialized_slot_is_a_failed_precondition_naming_it():
     g = gf.Graph()
     s = gf.Scope(g)
