@@ -67,3 +67,21 @@ def test_products_reductions_and_losses(tmp_path):
             s.softmax_cross_entropy_with_logits(labels=s.softmax(logits), logits=logits),
             s.sigmoid_cross_entropy_with_logits(labels=s.sigmoid(logits), logits=logits)]
     _check(s.graph, {x: rng.normal(size=(3, 4)).astype(np.float32)}, outs, tmp_path)
+
+
+def test_segment_and_selection_ops(tmp_path):
+    rng = np.random.default_rng(1)
+    s = gf.Scope(gf.Graph())
+    x = s.placeholder(gf.float32, shape=[6, 3])
+    ids = np.array([2, 0, -1, 2, 4, 0], np.int32)
+    sorted_ids = np.array([0, 0, 1, 3, 3, 3], np.int64)
+    outs = [s.unsorted_segment_sum(x, ids, 5), s.unsorted_segment_max(x, ids, 5),
+            s.unsorted_segment_min(x, ids, 5), s.unsorted_segment_prod(x, ids, 5),
+            s.segment_sum(x, sorted_ids), s.segment_mean(x, sorted_ids),
+            s.segment_max(x, sorted_ids), s.segment_min(x, sorted_ids),
+            s.segment_prod(x, sorted_ids),
+            s.argmax(x, 1), s.argmin(x, 0, output_type=gf.int32), *s.top_k(x, 2),
+            s.one_hot(np.array([0, 2, -1, 5], np.int32), 3), s.where(s.greater(x, 0.5)),
+            *s.split(x, 3, axis=1), *s.split(x, [2, -1], axis=0),
+            *s.unique(np.array([3, 1, 3, 2, 1], np.int32))]
+    _check(s.graph, {x: rng.normal(size=(6, 3)).astype(np.float32)}, outs, tmp_path, rtol=0)
