@@ -16,19 +16,21 @@ def _unary(name):
                                        else np.abs(X) + F32(0.5)), {})
 
 
-def _training(op_type: str, slots: int, sparse: bool, *scalars):
-    """A variable and ``slots`` slot variables updated by one ``op_type`` step, read after."""
+def _training(op_type: str, slots: int, sparse: bool, before: tuple, after: tuple = ()):
+    """A variable and ``slots`` slot variables updated by one ``op_type`` step (TF's input
+    order: the handles, the scalars ``before`` the gradient, the gradient, the ids when
+    ``sparse``, the scalars ``after``), each read after the step."""
     def build(s):
         table = np.array([[1.0, 2.0], [3.0, 4.0]], F32)
         variables = [s.variable(table + k, name=f"v{k}") for k in range(1 + slots)]
         after_init = s.with_control_dependencies([v.initializer for v in variables])
         grad = np.array([[0.5, -1.0]], F32) if sparse else np.array([[0.5, -1.0], [2.0, 1.0]], F32)
-        args = [v.handle for v in variables] + [F32(x) for x in scalars] + [grad]
-        if sparse:
-            args.append(np.array([1], I32))
+        args = [v.handle for v in variables] + [F32(x) for x in before] + [grad]
+        args += [np.array([1], I32)] if sparse else []
+        args += [F32(x) for x in after]
         step = after_init.create_op(op_type, *args)
-        after = s.with_control_dependencies([step])
-        return [after.read_variable_op(v.handle, dtype=gf.float32) for v in variables], {}
+        done = s.with_control_dependencies([step])
+        return [done.read_variable_op(v.handle, dtype=gf.float32) for v in variables], {}
     return build
 
 
@@ -84,4 +86,16 @@ EXAMPLES = {
         [3], [1, 2], 0, 9, dtype=gf.int32), {}),
     "StatelessRandomUniformFullInt": lambda s: (s.stateless_random_uniform(
         [3], [1, 2], None, None, dtype=gf.int64), {}),
+    "ResourceApplyMomentum": _training("ResourceApplyMomentum", 1, False, (0.1,), (0.9,)),
+    "ResourceSparseApplyMomentum": _training("ResourceSparseApplyMomentum", 1, True, (0.1,),
+                                             (0.9,)),
+    "ResourceApplyAdam": _training("ResourceApplyAdam", 2, False,
+                                   (0.9, 0.999, 0.01, 0.9, 0.999, 1e-7)),
+    "ResourceApplyRMSProp": _training("ResourceApplyRMSProp", 2, False, (0.01, 0.9, 0.5, 1e-7)),
+    "ResourceApplyCenteredRMSProp": _training("ResourceApplyCenteredRMSProp", 3, False,
+                                              (0.01, 0.9, 0.5, 1e-7)),
+    "ResourceSparseApplyRMSProp": _training("ResourceSparseApplyRMSProp", 2, True,
+                                            (0.01, 0.9, 0.5, 1e-7)),
+    "ResourceSparseApplyCenteredRMSProp": _training("ResourceSparseApplyCenteredRMSProp", 3,
+                                                    True, (0.01, 0.9, 0.5, 1e-7)),
 }
