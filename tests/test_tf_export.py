@@ -572,7 +572,15 @@ def test_tf_written_graphs_export_and_import_again(file, tmp_path):
             sess.run(target)
         got = sess.run(list(fetches), feeds)
     for (name, want), value in zip(fetches.items(), got):
-        _bitwise(value, want, f"{file}: {name}")
+        if file in WITHIN_ROUNDING:
+            np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-7, err_msg=name)
+        else:
+            _bitwise(value, want, f"{file}: {name}")
+
+
+#: TF-written graphs whose math graphflow computes within float rounding, not bit for bit
+#: (Softmax's exp and sum: numpy's and Eigen's differ in the last bits)
+WITHIN_ROUNDING = {"keras_dense.pb"}
 
 
 @pytest.mark.parametrize("file", TF_WRITTEN)

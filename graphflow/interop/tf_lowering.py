@@ -54,6 +54,9 @@ SAME_AS_TF = frozenset({
     "RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt",
     "RandomShuffle", "StatelessRandomUniform", "StatelessRandomNormal",
     "StatelessTruncatedNormal", "StatelessRandomUniformInt", "StatelessRandomUniformFullInt",
+    "ResourceApplyMomentum", "ResourceSparseApplyMomentum", "ResourceApplyAdam",
+    "ResourceApplyRMSProp", "ResourceApplyCenteredRMSProp", "ResourceSparseApplyRMSProp",
+    "ResourceSparseApplyCenteredRMSProp",
 })
 
 #: Ops whose variable dtype attr graphflow calls ``dtype`` and TensorFlow ``T``.
