@@ -50,7 +50,12 @@ def control_targets(c: Operation, subst: dict, fed: Collection[Output]) -> list[
     """What waiting on ``c`` means once rewrites replaced its values: ``c`` itself, or,
     for a pure op (no state, no control inputs of its own) whose every output has a
     substitute, the ops that compute the substitutes (none for a constant or a feed):
-    its value is theirs, and it has no effect to wait for."""
+    its value is theirs, and it has no effect to wait for. A fed source (a Placeholder
+    whose every output is fed) is nothing to wait for either: its values are there
+    before the run starts, and its kernel would ask to be fed (TensorFlow keeps the
+    edge to the feed, not the op)."""
+    if c.outputs and not c.inputs and not c.control_inputs and all(o in fed for o in c.outputs):
+        return []
     if c.op_def.stateful or c.control_inputs or not c.outputs \
             or any(o not in subst for o in c.outputs):
         return [c]

@@ -378,3 +378,16 @@ def test_squeeze_and_expand_dims_out_of_range_in_tensorflows_words():
     with pytest.raises(InvalidArgumentError,
                        match=r"Tried to expand dim index 4 for tensor with 2 dimensions\."):
         s.expand_dims(x, 4)
+
+
+def test_a_control_edge_from_a_fed_placeholder_waits_for_nothing():
+    """TF keeps the edge to the feed: waiting on a fed Placeholder needs no kernel of it
+    (graphflow ran it, which asked to be fed; apply_gradients of a fed gradient did)."""
+    s = gf.Scope(gf.Graph())
+    p = s.placeholder(gf.float32, shape=[2])
+    y = s.with_control_dependencies([p.op]).add(s.constant(np.ones(2, np.float32)), 1.0)
+    for optimize in (True, False):
+        with gf.Session(s.graph, gf.SessionConfig(optimize=optimize)) as sess:
+            np.testing.assert_array_equal(sess.run(y, {p: np.zeros(2, np.float32)}), [2, 2])
+            with pytest.raises(InvalidArgumentError, match="must feed a value"):
+                sess.run(y)  # not fed: the edge still needs it, as in TF
