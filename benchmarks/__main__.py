@@ -28,7 +28,10 @@ import numpy as np
 from .docs_page import DOCS_PAGE, preamble, write_page
 from .harness import (MachineLimits, paired_per_call_time, peak_bytes, peak_rss_bytes,
                       round_robin_times)
+from .models import MODEL_WORKLOADS
 from .workloads import BYTES, WORKLOADS, Case
+
+WORKLOADS = {**WORKLOADS, **MODEL_WORKLOADS}
 
 RESULTS = pathlib.Path(__file__).with_name("results")
 
@@ -42,15 +45,18 @@ def measure(case: Case, repeats: int, peers: list | None = None) -> dict:
                 "graphflow": t_gf / case.units * 1e6, "baseline": t_np / case.units * 1e6,
                 "baseline_name": case.baseline_name, "ratio": ratio}
     runs = prepare_peers(case, peers) if peers is not None else {}
-    contenders = {"graphflow": case.graphflow, "baseline": case.baseline}
+    contenders = {"graphflow": case.graphflow}
+    if case.baseline_name != "-":  # the model steps have no hand-written numpy
+        contenders["baseline"] = case.baseline
     contenders.update({key: run.run for key, run in runs.items() if run.run is not None})
     calls = {"call": 2000, "node": 200}.get(case.per, 1)
     scale = 1e6 / case.units if case.per else 1e3
     times = {key: t * scale for key, t in round_robin_times(contenders, repeats, calls).items()}
     row = {"workload": case.workload, "name": case.name,
            "unit": f"us/{case.per}" if case.per else "ms",
-           "graphflow": times["graphflow"], "baseline": times["baseline"],
-           "baseline_name": case.baseline_name, "ratio": times["graphflow"] / times["baseline"]}
+           "graphflow": times["graphflow"], "baseline": times.get("baseline"),
+           "baseline_name": case.baseline_name,
+           "ratio": times["graphflow"] / times["baseline"] if "baseline" in times else None}
     if peers is not None:
         row["peers"] = {key: {"status": run.status, "time": times.get(key),
                               "formulation": run.formulation, "note": run.note,
@@ -118,7 +124,8 @@ def table(rows: list[dict], peers: list | None = None) -> str:
     for r in rows:
         line = (
             f"| {r['workload']} | {r['name']} | {r['graphflow']:.2f} {r['unit']} | "
-            f"{r['baseline']:.2f} {r['unit']} ({r['baseline_name']}) | {r['ratio']:.2f}x | "
+            + (f"{r['baseline']:.2f} {r['unit']} ({r['baseline_name']}) | {r['ratio']:.2f}x | "
+               if r.get("baseline") is not None else "- | - | ")
             + (f"{r['gbps']:.2f}" if r.get("gbps") else "-") + " | "
             + (f"{r['x_copy_limit']:.1f}x" if r.get("x_copy_limit") else "-") + " | "
             + (f"{r['x_random_limit']:.1f}x" if r.get("x_random_limit") else "-") + " | "
@@ -188,9 +195,9 @@ def plot(rows: list[dict], path: pathlib.Path) -> bool:
     y = np.arange(len(rows))
     with_peers = any("ratio_best_peer" in r for r in rows)
     height = 0.4 if with_peers else 0.8
-    ax.barh(y, [r["ratio"] for r in rows], height=height, label="graphflow / numpy baseline",
+    ax.barh(y, [r["ratio"] or 0 for r in rows], height=height, label="graphflow / numpy baseline",
             color="#4c72b0" if with_peers else
-            ["#4c72b0" if r["ratio"] <= 1.2 else "#dd8452" for r in rows])
+            ["#4c72b0" if (r["ratio"] or 0) <= 1.2 else "#dd8452" for r in rows])
     if with_peers:
         ax.barh(y + height, [r.get("ratio_best_peer", 0) for r in rows], height=height,
                 label="graphflow / best of JAX jit and TensorFlow tf.function", color="#55a868")

@@ -32,7 +32,7 @@ from typing import Callable
 import numpy as np
 
 #: Peers whose columns ``--peers`` adds, in table order.
-PEERS = ("jax", "tensorflow", "tf1")
+PEERS = ("jax", "tensorflow", "tf1", "torch")
 INSTALL_HINT = "pip install '.[peers]'"
 
 
@@ -559,9 +559,37 @@ class TensorFlow1Peer(TensorFlowPeer):
         return Peer._to_numpy(self, result)
 
 
+#: PyTorch's formulations: the model steps (benchmarks/model_peers.py) only.
+TORCH_FORMS: dict[str, Formulation] = {}
+
+
+class TorchPeer(Peer):
+    key = "torch"
+    label = "PyTorch"
+    how = "PyTorch: eager mode (as its users train), CPU, inputs made tensors once."
+    forms = TORCH_FORMS
+
+    def _load(self):
+        import torch
+        return torch
+
+    def _place(self, inputs):
+        return [self.module.from_numpy(np.ascontiguousarray(a)) for a in inputs]
+
+    def _runner(self, fn, args):
+        return lambda: fn(*args)
+
+    def _to_numpy(self, result):
+        if isinstance(result, (list, tuple)):
+            return [r.numpy() for r in result]
+        return result.numpy()
+
+
 def load_peers() -> list[Peer]:
     """Every peer, installed or not (a missing one says so in its columns)."""
-    return [JaxPeer(), TensorFlowPeer(), TensorFlow1Peer()]
+    from . import model_peers
+    model_peers.install()
+    return [JaxPeer(), TensorFlowPeer(), TensorFlow1Peer(), TorchPeer()]
 
 
 #: How a peer's result can compare with graphflow's, best first.

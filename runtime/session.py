@@ -15,6 +15,7 @@ from graphflow.builder import as_operand
 from graphflow.errors import FailedPreconditionError, InvalidArgumentError
 from graphflow.graph import Graph, Operation, Output
 
+from .blas_threads import bound_blas_threads, default_intra_op_threads
 from .device import Device
 from .device_discovery import list_devices
 from .executor import ForwardCounter, Plan
@@ -31,6 +32,10 @@ class SessionConfig:
 
     inter_op_threads: threads for independent nodes (default: the CPU count;
         1 runs every node on the calling thread).
+    intra_op_threads: threads one kernel may use: numpy's BLAS pool for MatMul, which
+        is the process's (the Session made last sets it; runtime/blas_threads.py).
+        Default: the CPU count divided by inter_op_threads, so the two never
+        oversubscribe the cores.
     allow_soft_placement: fall back to a device with a kernel when the
         requested one has none (else placement is an error).
     log_device_placement: print each node's device when a plan is compiled.
@@ -44,6 +49,7 @@ class SessionConfig:
     """
 
     inter_op_threads: int | None = None
+    intra_op_threads: int | None = None
     allow_soft_placement: bool = True
     log_device_placement: bool = False
     deterministic: bool = False
@@ -71,6 +77,11 @@ class SessionConfig:
             object.__setattr__(self, "memory_limit_bytes", _physical_memory())
         if self.inter_op_threads < 1:
             raise InvalidArgumentError(f"inter_op_threads must be >= 1, got {self.inter_op_threads}")
+        if self.intra_op_threads is None:
+            object.__setattr__(self, "intra_op_threads",
+                               default_intra_op_threads(self.inter_op_threads))
+        if self.intra_op_threads < 1:
+            raise InvalidArgumentError(f"intra_op_threads must be >= 1, got {self.intra_op_threads}")
         if self.memory_limit_bytes is not None and self.memory_limit_bytes < 0:
             raise InvalidArgumentError(
                 f"memory_limit_bytes must be >= 0, got {self.memory_limit_bytes}")
@@ -80,7 +91,7 @@ class SessionConfig:
 
 
 _BOOL_FIELDS = ("allow_soft_placement", "log_device_placement", "deterministic", "optimize")
-_INT_FIELDS = ("inter_op_threads", "memory_limit_bytes")
+_INT_FIELDS = ("inter_op_threads", "intra_op_threads", "memory_limit_bytes")
 
 
 def _physical_memory() -> int | None:
@@ -233,6 +244,7 @@ class Session:
         if not any(d.device_type == "cpu" for d in self.devices):
             raise InvalidArgumentError("A Session needs the CPU device among its devices")
         self.stats = SessionStats()
+        bound_blas_threads(self.config.intra_op_threads)
         self._plans: dict[tuple, Plan] = {}
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)

@@ -313,3 +313,24 @@ def test_a_missing_builder_says_graphflow_has_no_such_op_and_suggests_close_name
         s.sofmax
     assert not hasattr(s, "_private_thing")
     assert s.mat_mul is not None and s.matmul is not None  # the raw op's and TF's names
+
+
+# -- BLAS threads ---------------------------------------------------------------------------------
+def test_the_blas_pool_is_held_to_the_intra_op_thread_count():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    s = gf.Scope(gf.Graph())
+    product = s.matmul(np.ones((64, 64)), np.ones((64, 64)))
+
+    def blas_threads():
+        return {i["num_threads"] for i in threadpoolctl.threadpool_info()
+                if i["user_api"] == "blas"}
+    try:
+        with gf.Session(s.graph, gf.SessionConfig(intra_op_threads=1)) as sess:
+            assert blas_threads() <= {1}
+            assert sess.run(product)[0, 0] == 64
+        config = gf.SessionConfig(inter_op_threads=1)
+        assert config.intra_op_threads == (__import__("os").cpu_count() or 1)
+    finally:
+        gf.Session(s.graph).close()  # the default again, for the tests after this one
+    with pytest.raises(InvalidArgumentError, match="intra_op_threads must be >= 1"):
+        gf.SessionConfig(intra_op_threads=0)
