@@ -367,15 +367,17 @@ with gf.Session(g) as sess:
 """
 
 
-def test_seeded_numbers_are_the_same_in_another_process():
+def test_seeded_numbers_are_the_same_in_another_process(tmp_path):
     g = gf.Graph()
     g.seed = 1
     s = gf.Scope(g)
     out = [s.stateless_random_normal([4], [3, 4]), s.random_uniform([4], seed=9),
            s.random_uniform([4])]
     here = [v.tolist() for v in _run(out)]
+    # started outside the checkout: there its graphflow/ folder would shadow the installed
+    # package (python -c puts the working directory first on sys.path)
     done = subprocess.run([sys.executable, "-c", _IN_ANOTHER_PROCESS], capture_output=True,
-                          text=True, timeout=60, check=True)
+                          text=True, timeout=60, check=True, cwd=tmp_path)
     assert done.stdout.strip() == str(here)
 
 
