@@ -39,10 +39,10 @@ import numpy as np
 from graphflow.lowering import Lowering, dtype_literal, shape_literal
 from graphflow.registry import op_def
 
-from . import array_ops, math_ops
+from . import array_ops, dense_math_ops, math_ops
 
 #: The modules that register the ops of :data:`RULES` (imported first).
-DECLARED_IN = (array_ops, math_ops)
+DECLARED_IN = (array_ops, math_ops, dense_math_ops)
 
 #: dtypes whose element-wise arithmetic numba reproduces bit for bit.
 COMPILED_DTYPES = frozenset(np.dtype(t) for t in (
@@ -78,6 +78,11 @@ class ElementwiseRule:
             return False  # rounding toward zero: the Cast kernel's bit operations
         if self.op_type in MINMAX and dtypes[0].kind == "f":
             return minmax_rules()[self.op_type] is not None
+        if self.op_type in CLAMPS and dtypes[0].kind == "f":
+            return all(minmax_rules()[_MINMAX_OF[cmp]] is not None
+                       for cmp, _ in CLAMPS[self.op_type])
+        if self.op_type in ("Floor", "Ceil") and dtypes[0].kind != "f":
+            return False
         return True
 
     def expression(self, dtype, operands: Sequence[str], operand_dtype=None) -> str:
@@ -88,11 +93,19 @@ class ElementwiseRule:
         t = type_name(dtype)
         if self.wrapping and dtype.kind in "iu":
             wide = [f"{type_name(np.uint64)}({x})" for x in operands]
-            if self.arity == 1:  # negation: 0 - x (numba would not keep -x in uint64)
+            if self.op_type == "Neg":  # 0 - x (numba would not keep -x in uint64)
                 return f"{t}({type_name(np.uint64)}(0) - {wide[0]})"
             return self.source.format(*wide, t=t)
         if self.op_type in MINMAX and dtype.kind == "f":
             return _float_minmax(self.op_type, *operands)
+        if self.op_type in CLAMPS and dtype.kind == "f":
+            value = operands[0]
+            for cmp, bound in CLAMPS[self.op_type]:
+                value = _float_minmax(_MINMAX_OF[cmp], f"({value})", f"{t}({bound})")
+            return value
+        if self.op_type == "Abs" and dtype.kind == "i":  # wraps: abs(INT_MIN) is INT_MIN
+            u64 = type_name(np.uint64)
+            return f"({operands[0]} if {operands[0]} >= 0 else {t}({u64}(0) - {u64}({operands[0]})))"
         if self.kind == "cast" and dtype == np.bool_:
             return operands[0] if np.dtype(operand_dtype) == np.bool_ else f"{operands[0]} != 0"
         return self.source.format(*operands, t=t)
@@ -118,9 +131,21 @@ RULES = (
     ElementwiseRule("LogicalNot", 1, "logical", "not {0}"),
     ElementwiseRule("SelectV2", 3, "select", "{1} if {0} else {2}"),
     ElementwiseRule("Cast", 1, "cast", "{t}({0})"),
+    # the exact ones of ops/dense_math_ops.py (exp, log... are libm's in numba, numpy's
+    # own SIMD loops unfused: not the same bits, so they do not fuse)
+    ElementwiseRule("Square", 1, "arithmetic", "{t}({0} * {0})", wrapping=True),
+    ElementwiseRule("Abs", 1, "arithmetic", "{t}(abs({0}))"),
+    ElementwiseRule("Floor", 1, "arithmetic", "{t}(np.floor({0}))"),
+    ElementwiseRule("Ceil", 1, "arithmetic", "{t}(np.ceil({0}))"),
+    ElementwiseRule("Relu", 1, "arithmetic", "{0} if {0} > 0 else {t}(0)"),
+    ElementwiseRule("Relu6", 1, "arithmetic",
+                    "{t}(6) if {0} > 6 else ({0} if {0} > 0 else {t}(0))"),
 )
 
 MINMAX = {"Maximum": ">", "Minimum": "<"}
+#: Rules that are numpy's maximum / minimum against constants: float NaN and signed-zero
+#: rules as Maximum's and Minimum's (ops/dense_math_ops.py computes them with those)
+CLAMPS = {"Relu": ((">", 0),), "Relu6": ((">", 0), ("<", 6))}
 
 
 def lower_elementwise(rule: ElementwiseRule, spec) -> Lowering | None:
@@ -166,6 +191,9 @@ def type_aliases(dtypes: Iterable) -> list[str]:
     names = sorted({np.dtype(np.uint64), *(np.dtype(d) for d in dtypes)}, key=str)
     # the scalar type's own name: np.bool_, not np.bool (numpy < 2 has no np.bool)
     return [f"{type_name(d)} = _np.{d.type.__name__}" for d in names]
+
+
+_MINMAX_OF = {">": "Maximum", "<": "Minimum"}
 
 
 def _float_minmax(op_type: str, a: str, b: str) -> str:

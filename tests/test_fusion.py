@@ -85,7 +85,10 @@ BINARY = {"add": NUMBERS, "sub": NUMBERS, "mul": NUMBERS, "real_div": FLOATS,
           "maximum": NUMBERS, "minimum": NUMBERS, "equal": ALL, "not_equal": ALL,
           "less": NUMBERS, "greater": NUMBERS, "logical_and": [np.bool_],
           "logical_or": [np.bool_]}
-UNARY = {"neg": SIGNED, "logical_not": [np.bool_]}
+UNARY = {"neg": SIGNED, "logical_not": [np.bool_], "square": NUMBERS,
+         "abs": [t for t in SIGNED if np.dtype(t).kind in "if"], "floor": FLOATS,
+         "ceil": FLOATS, "relu": [t for t in NUMBERS if np.dtype(t).kind in "iuf"],
+         "relu6": [t for t in NUMBERS if np.dtype(t).kind in "iuf"]}
 SHAPES = [(), (1,), (5,), (2, 3), (3, 1, 2)]
 
 
@@ -303,6 +306,25 @@ def test_nan_signs_signed_zeros_and_minmax_bit_for_bit(scope, dtype):
                scope.neg(scope.neg(x)), scope.sub(scope.real_div(x, y), y),
                scope.cast(scope.neg(x), gf.bool), scope.where(scope.less(x, y), scope.neg(x), y)]
     _exact(scope, fetches, {x: a, y: b})
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [np.int8, np.int64])
+def test_the_dense_math_rules_fuse_bit_for_bit(scope, dtype):
+    """Square, Abs, Floor, Ceil, Relu and Relu6 in a fused region give their kernels'
+    bits: NaN payloads, signed zeros, infinities, integer wraparound (abs(INT_MIN))."""
+    if np.dtype(dtype).kind == "f":
+        values = np.array(special_values(dtype) + [2.5, -2.5, 6.5, -0.5, 5.9], dtype)
+    else:
+        info = np.iinfo(dtype)
+        values = np.array([info.min, info.min + 1, -7, -1, 0, 1, 6, 7, 100, info.max], dtype)
+    x = scope.placeholder(gf.as_dtype(dtype), shape=[None])
+    one = np.array(1, dtype)
+    fetches = [scope.add(scope.square(x), one), scope.add(scope.abs(x) if np.dtype(dtype).kind
+                                                         != "u" else x, one),
+               scope.add(scope.relu(x), one), scope.add(scope.relu6(x), one)]
+    if np.dtype(dtype).kind == "f":
+        fetches += [scope.add(scope.floor(x), one), scope.add(scope.ceil(x), one)]
+    _exact(scope, fetches, {x: values})
 
 
 def test_integer_wraparound_and_casts_bit_for_bit(scope):

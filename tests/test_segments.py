@@ -146,6 +146,7 @@ UNARY_AND_MORE = {
     "select": lambda s, x, y: s.select_v2(s.less(x, y), x, y),
     "logical": lambda s, x, y: s.logical_not(s.logical_and(s.less(x, y), s.greater(x, 0.5))),
     "squeeze": lambda s, x, y: s.squeeze(s.expand_dims(x, 1)),
+    "dense_math": lambda s, x, y: s.relu6(s.abs(s.floor(s.square(s.relu(s.ceil(x)))))),
 }
 
 
