@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from graphflow.dtypes import COMPLEX_TYPES, FLOAT_TYPES, INTEGER_TYPES, NUMBER_TYPES, \
-    REAL_NUMBER_TYPES, float32, int32, int64
+    REAL_NUMBER_TYPES, float32, int8, int16, int32, int64
 from graphflow.errors import InvalidArgumentError
 from graphflow.registry import BoolAttr, FloatAttr, StringAttr, TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
@@ -30,12 +30,15 @@ SELU_ALPHA = 1.6732632423543772848170429916717
 
 
 # -- element-wise functions of one input ------------------------------------------------
-def _unary(name: str, fn: Callable, types, doc: str, attrs=None, aliases=()):
+def _unary(name: str, fn: Callable, types, doc: str, attrs=None, aliases=(),
+           io=("x", "y")):
     """An element-wise op ``y = fn(xp, x, attrs)`` on every device; numpy's (or cupy's)
-    functions give TF's values (NaN and infinities pass through as IEEE says)."""
-    op = register_op(name, inputs=["x: T"], outputs=["y: T"],
+    functions give TF's values (NaN and infinities pass through as IEEE says). ``io``:
+    TF's names of the input and the output (the activations' are features and
+    activations)."""
+    op = register_op(name, inputs=[f"{io[0]}: T"], outputs=[f"{io[1]}: T"],
                      attrs={"T": TypeAttr(types), **(attrs or {})}, aliases=aliases, doc=doc)
-    op.shape_fn(same_shape_as("x"))
+    op.shape_fn(same_shape_as(io[0]))
 
     @op.kernel("cpu")
     @op.kernel("gpu")
@@ -51,12 +54,13 @@ def _sigmoid(xp, x, attrs):
 
 def _softplus(xp, x, attrs):
     """TF's thresholds: x itself where exp(x) + 1 rounds to exp(x), exp(x) where it
-    rounds to 1, else log(exp(x) + 1)."""
+    rounds to 1, else log1p(exp(x)) (TF's formula: log(exp(x) + 1) loses the digits of a
+    small exp(x))."""
     if x.dtype.kind == "c":
-        return xp.log(xp.exp(x) + 1)
+        return xp.log1p(xp.exp(x))
     threshold = np.log(np.finfo(x.dtype).eps) + 2
     e = xp.exp(x)
-    return xp.where(x > -threshold, x, xp.where(x < threshold, e, xp.log(e + 1))).astype(
+    return xp.where(x > -threshold, x, xp.where(x < threshold, e, xp.log1p(e))).astype(
         x.dtype, copy=False)
 
 
@@ -65,16 +69,25 @@ def _relu6(xp, x, attrs):
 
 
 def _elu(xp, x, attrs):
-    return xp.where(x < 0, xp.expm1(x), x)
+    """exp(x) - 1 below 0, as TF's kernel writes it (not expm1: TF's value near 0 is
+    exp's rounding minus 1, 0 for a float16 x above -2**-11)."""
+    return xp.where(x < 0, xp.exp(x) - 1, x)
 
 
 def _selu(xp, x, attrs):
+    """TF's kernel: scale * alpha * (exp(x) - 1) below 0 (as Elu, not expm1)."""
     t = x.dtype.type
-    return xp.where(x < 0, t(SELU_SCALE * SELU_ALPHA) * xp.expm1(x), t(SELU_SCALE) * x)
+    return xp.where(x < 0, t(SELU_SCALE * SELU_ALPHA) * (xp.exp(x) - 1), t(SELU_SCALE) * x)
+
+
+def leaky_alpha(alpha: float, dtype) -> np.generic:
+    """``alpha`` as TF's kernel uses it: a float (float32) attr cast to T, so a float64
+    LeakyRelu multiplies by float32(0.2), not by 0.2."""
+    return np.dtype(dtype).type(np.float32(alpha))
 
 
 def _leaky_relu(xp, x, attrs):
-    return xp.where(x > 0, x, x * x.dtype.type(attrs["alpha"]))
+    return xp.where(x > 0, x, x * leaky_alpha(attrs["alpha"], x.dtype))
 
 
 def _rsqrt(xp, x, attrs):
@@ -106,17 +119,22 @@ Round = _unary("Round", _round, FLOAT_TYPES + SIGNED_INTS,
                "x rounded to the nearest integer, halves to even (banker's rounding).")
 Sigmoid = _unary("Sigmoid", _sigmoid, FLOAT_OR_COMPLEX, "1 / (1 + exp(-x)) element-wise.")
 Tanh = _unary("Tanh", lambda xp, x, a: xp.tanh(x), FLOAT_OR_COMPLEX, "tanh(x) element-wise.")
+ACTIVATION = ("features", "activations")  # TF's names of the nn activations' input, output
 Relu = _unary("Relu", lambda xp, x, a: xp.maximum(x, x.dtype.type(0)), REAL_NUMBER_TYPES,
-              "max(x, 0) element-wise (NaN stays NaN).", )
-Relu6 = _unary("Relu6", _relu6, REAL_NUMBER_TYPES, "min(max(x, 0), 6) element-wise.")
-Elu = _unary("Elu", _elu, FLOAT_TYPES, "exp(x) - 1 where x < 0, else x.")
+              "max(x, 0) element-wise (NaN stays NaN).", io=ACTIVATION)
+Relu6 = _unary("Relu6", _relu6, REAL_NUMBER_TYPES, "min(max(x, 0), 6) element-wise.",
+               io=ACTIVATION)
+Elu = _unary("Elu", _elu, FLOAT_TYPES, "exp(x) - 1 where x < 0, else x.", io=ACTIVATION)
 Selu = _unary("Selu", _selu, FLOAT_TYPES,
-              "scale * (alpha * (exp(x) - 1) where x < 0, else x), with the SELU constants.")
-Softplus = _unary("Softplus", _softplus, FLOAT_TYPES, "log(exp(x) + 1), stable at both ends.")
+              "scale * (alpha * (exp(x) - 1) where x < 0, else x), with the SELU constants.",
+              io=ACTIVATION)
+Softplus = _unary("Softplus", _softplus, FLOAT_TYPES, "log(exp(x) + 1), stable at both ends.",
+                  io=ACTIVATION)
 Softsign = _unary("Softsign", lambda xp, x, a: x / (1 + xp.abs(x)), FLOAT_TYPES,
-                  "x / (1 + |x|) element-wise.")
+                  "x / (1 + |x|) element-wise.", io=ACTIVATION)
 LeakyRelu = _unary("LeakyRelu", _leaky_relu, FLOAT_TYPES,
-                   "x where x > 0, else alpha * x.", attrs={"alpha": FloatAttr(0.2)})
+                   "x where x > 0, else alpha * x.", attrs={"alpha": FloatAttr(0.2)},
+                   io=ACTIVATION)
 
 
 # -- their gradients (TF's math_grad.py / nn_grad.py) ---------------------------------------
@@ -159,8 +177,8 @@ _GRADIENTS = {
         s.mul(grad, SELU_SCALE)),
     "Softplus": lambda s, g, grad: s.mul(grad, s.sigmoid(_x(g))),
     "Softsign": lambda s, g, grad: s.real_div(grad, s.square(s.add(s.abs(_x(g)), 1))),
-    "LeakyRelu": lambda s, g, grad: s.select_v2(s.greater(_x(g), 0), grad,
-                                                s.mul(grad, g.attr("alpha"))),
+    "LeakyRelu": lambda s, g, grad: s.select_v2(s.greater(_x(g), 0), grad, s.mul(
+        grad, float(np.float32(g.attr("alpha"))))),  # TF's LeakyReluGrad: float32 alpha
 }
 
 for _name, _rule in _GRADIENTS.items():
@@ -191,8 +209,13 @@ def _binary(name: str, fn: Callable, types, doc: str):
 
 
 def _pow(xp, x, y):
+    """numpy's power; complex as TF's std::pow (glibc's cpow): exp(y * log(x)), so
+    0 ** 0 is NaN and 1j ** 2 is -1 + 1.2e-16j, as in TF."""
     if x.dtype.kind in "iu" and np.any(y < 0):
         raise ValueError("Integers to negative integer powers are not allowed")
+    if x.dtype.kind == "c":
+        with np.errstate(all="ignore"):
+            return xp.exp(y * xp.log(x)).astype(x.dtype, copy=False)
     return xp.power(x, y)
 
 
@@ -201,7 +224,7 @@ def _squared_difference(xp, x, y):
     return d * xp.conj(d) if d.dtype.kind == "c" else d * d
 
 
-Pow = _binary("Pow", _pow, FLOAT_OR_COMPLEX + (int32, int64),
+Pow = _binary("Pow", _pow, FLOAT_OR_COMPLEX + (int8, int16, int32, int64),
               "x ** y element-wise, broadcasting (integers to negative powers: an error).")
 SquaredDifference = _binary("SquaredDifference", _squared_difference,
                             FLOAT_OR_COMPLEX + (int32, int64),
@@ -245,7 +268,7 @@ MatMul = register_op(
 
 BatchMatMulV2 = register_op(
     "BatchMatMulV2", inputs=["x: T", "y: T"], outputs=["output: T"],
-    attrs={"T": TypeAttr(MATMUL_TYPES), "adj_x": BoolAttr(False), "adj_y": BoolAttr(False)},
+    attrs={"T": TypeAttr(MATMUL_TYPES + (int16,)), "adj_x": BoolAttr(False), "adj_y": BoolAttr(False)},
     doc="Matrix products over the last two dims, the batch dims broadcast; adj_x / adj_y "
         "take the conjugate transpose of an operand first.")
 
@@ -300,13 +323,21 @@ def _oriented(xp, m, flip: bool, conjugate: bool):
     return xp.conj(m) if conjugate and m.dtype.kind == "c" else m
 
 
+def size_incompatible(given: tuple, flip_a: bool, flip_b: bool, node: str):
+    """TF's error: the operands' shapes as given (before any transpose); BatchMatMul's
+    adds its adj_x and adj_y as 0 / 1."""
+    tail = f" {int(flip_a)} {int(flip_b)}" if node == "BatchMatMulV2" else ""
+    return InvalidArgumentError(f"Matrix size-incompatible: In[0]: {given[0]}, In[1]: "
+                                f"{given[1]}{tail}")
+
+
 def matrix_product(ctx, a, b, flip_a: bool, flip_b: bool, conjugate: bool, node: str):
     """op(a) @ op(b) into a new buffer; TF's run-time error for mismatched sizes."""
     xp = ctx.xp
+    given = debug_string(a.shape), debug_string(b.shape)
     a, b = _oriented(xp, a, flip_a, conjugate), _oriented(xp, b, flip_b, conjugate)
     if a.shape[-1] != b.shape[-2] or (node == "MatMul" and (a.ndim, b.ndim) != (2, 2)):
-        raise InvalidArgumentError(f"Matrix size-incompatible: In[0]: "
-                                   f"{debug_string(a.shape)}, In[1]: {debug_string(b.shape)}")
+        raise size_incompatible(given, flip_a, flip_b, node)
     if a.dtype == np.float16:  # accumulate in float32, round once (TF's kernels)
         return xp.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
     try:
@@ -384,7 +415,8 @@ def _channel_axis(rank: int, data_format: str) -> int:
 
 @BiasAdd.shape_fn
 def _bias_add_shape(ctx):
-    """value's shape; bias is a vector as long as value's channel dim."""
+    """value's shape, its channel dim known from bias when value's is not; bias is a
+    vector as long as value's channel dim."""
     value, bias = ctx.shape("value"), ctx.shape("bias")
     if bias.rank is not None and bias.rank != 1:
         raise ctx.error(f"Shape must be rank 1 but is rank {bias.rank}")
@@ -392,10 +424,15 @@ def _bias_add_shape(ctx):
         return value
     if value.rank < 2:
         raise ctx.error(f"Shape must be at least rank 2 but is rank {value.rank}")
-    channels = value[_channel_axis(value.rank, ctx.attr("data_format"))]
-    if bias.rank is not None and None not in (channels, bias[0]) and channels != bias[0]:
+    axis = _channel_axis(value.rank, ctx.attr("data_format"))
+    channels = value[axis]
+    if bias.rank is None or bias[0] is None:
+        return value
+    if channels is not None and channels != bias[0]:
         raise ctx.error(f"Dimensions must be equal, but are {channels} and {bias[0]}")
-    return value
+    dims = value.as_list()
+    dims[axis] = bias[0]  # TF merges the two: the bias's length names the channel dim
+    return TensorShape(dims)
 
 
 @BiasAdd.kernel("cpu")
