@@ -7,8 +7,9 @@
   when ``axis`` is None.
 - Max over nothing is the dtype's lowest value (-inf for floats), Min its highest;
   NaN wins both (TF's CPU kernels propagate it). Mean over nothing is NaN for
-  floats; an integer Mean divides in the integer type (truncating), and over
-  nothing is 0. float16 Mean sums in float32 and rounds once.
+  floats; an integer Mean divides truncating toward zero, and over
+  nothing is 0. An integer Mean sums in int64 (uint64), as TF's; float16 sums in
+  float16 (TF's SumReducer<half>), so it overflows where TF's does.
 - Gradients as TF's: Mean spreads the gradient evenly; Max/Min split it among the
   elements equal to the result (ties share it).
 """
@@ -96,19 +97,27 @@ def _mean(ctx, x, axis):
     axes, keep_dims, out = reduction_output(ctx, x, axis)
     xp = ctx.xp
     count = math.prod(x.shape[a] for a in axes)
-    if x.dtype.kind in "iu":  # TF: the sum in T, divided in T (truncating toward zero)
-        total = xp.sum(x, axis=axes, dtype=x.dtype, keepdims=keep_dims)
-        if count == 0:
-            out[...] = 0
-            return out
-        floor = total // x.dtype.type(count)
-        # floor division rounds toward -inf; C's (TF's) toward zero
-        out[...] = floor + ((total % x.dtype.type(count) != 0) & (total < 0))
+    if x.dtype.kind in "iu":
+        out[...] = _integer_mean(xp, x, axes, keep_dims, count)
         return out
-    wide = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
-    total = xp.sum(x, axis=axes, dtype=wide, keepdims=keep_dims)
-    out[...] = total / wide.type(count) if count else total * wide.type(np.nan)
+    # float16 too sums in float16, rounding each step as Eigen's half does (TF's
+    # SumReducer<half>): two halves near 60000 make inf, as in TF
+    total = xp.sum(x, axis=axes, dtype=x.dtype, keepdims=keep_dims)
+    out[...] = total / x.dtype.type(count) if count else total * x.dtype.type(np.nan)
     return out
+
+
+def _integer_mean(xp, x, axes, keep_dims: bool, count: int):
+    """TF's integer Mean: the sum in int64 (uint64 for unsigned types: no overflow for
+    the narrow types), divided there truncating toward zero (C's division), then cast
+    back to T; over no elements 0."""
+    wide = np.dtype(np.uint64 if x.dtype.kind == "u" else np.int64)
+    total = xp.sum(x, axis=axes, dtype=wide, keepdims=keep_dims)
+    if count == 0:
+        return xp.zeros_like(total)
+    n = wide.type(count)
+    floor = total // n  # rounds toward -inf; C's (TF's) division toward zero
+    return floor + ((total % n != 0) & (total < 0)).astype(wide)
 
 
 # -- gradients -------------------------------------------------------------------------------
