@@ -51,10 +51,13 @@ def _check_rank(x, what: str = "logits") -> None:
                                    f"{debug_string(x.shape)}")
 
 
-def _shifted(xp, x):
-    """``x - max(x)`` over the last dim (0 for a row of -inf or an empty row)."""
+def _shifted(xp, x, finite_peak: bool = True):
+    """``x - max(x)`` over the last dim (an empty row: x). ``finite_peak``: a row's
+    infinite maximum counts as 0 (Softmax: TF's oneDNN kernel gives [nan, 0, 0] for
+    [inf, 0, 1]); else it is subtracted, as TF's Eigen kernels of LogSoftmax and the
+    cross-entropies do: inf - inf makes the row NaN."""
     peak = xp.max(x, axis=-1, keepdims=True, initial=-np.inf) if x.shape[-1] else 0
-    if not np.isscalar(peak):
+    if finite_peak and not np.isscalar(peak):
         peak = xp.where(xp.isfinite(peak), peak, 0)
     return x - peak
 
@@ -70,8 +73,14 @@ def _softmax(ctx, logits):
 
 def log_softmax_values(xp, logits):
     """The log-softmax of ``logits`` over the last dim, in ``logits``' (widened) dtype."""
-    shifted = _shifted(xp, _wide(logits))
-    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=-1, keepdims=True))
+    shifted, total = _shifted_and_sum(xp, logits)
+    return shifted - xp.log(total)
+
+
+def _shifted_and_sum(xp, logits):
+    """TF's two steps: ``logits - max`` and ``sum(exp(logits - max))`` per row."""
+    shifted = _shifted(xp, _wide(logits), finite_peak=False)
+    return shifted, xp.sum(xp.exp(shifted), axis=-1, keepdims=True)
 
 
 @LogSoftmax.kernel("cpu")
@@ -150,11 +159,24 @@ def _sparse_softmax_xent_shape(ctx):
 
 
 def _loss_and_backprop(xp, logits, targets, dtype):
-    """-sum(targets * log_softmax) per row, and softmax - targets."""
-    log_p = log_softmax_values(xp, logits)
-    loss = -xp.sum(xp.where(targets == 0, 0, targets * log_p), axis=-1)
+    """TF's kernel: sum(targets * (log(sum) - shifted)) per row, and exp(shifted) / sum -
+    targets. A zero target times an infinite term is NaN there, as in TF."""
+    shifted, total = _shifted_and_sum(xp, logits)
+    with np.errstate(invalid="ignore"):
+        loss = xp.sum(targets * (xp.log(total) - shifted), axis=-1)
     return [loss.astype(dtype, copy=False),
-            (xp.exp(log_p) - targets).astype(dtype, copy=False)]
+            (xp.exp(shifted) / total - targets).astype(dtype, copy=False)]
+
+
+def _sparse_loss_and_backprop(xp, logits, labels, dtype):
+    """TF's sparse kernel: log(sum) - shifted[label] per row (only the label's logit
+    counts), and exp(shifted) / sum - one_hot(label)."""
+    shifted, total = _shifted_and_sum(xp, logits)
+    rows = xp.arange(labels.shape[0])
+    loss = xp.log(total[:, 0]) - shifted[rows, labels]
+    backprop = xp.exp(shifted) / total
+    backprop[rows, labels] -= 1
+    return [loss.astype(dtype, copy=False), backprop.astype(dtype, copy=False)]
 
 
 @SoftmaxCrossEntropyWithLogits.kernel("cpu")
@@ -174,6 +196,18 @@ def _softmax_xent(ctx, features, labels):
                               features.dtype)
 
 
+def _check_labels(xp, labels, classes: int) -> None:
+    """TF's error for a label outside [0, classes), naming the first bad one (TF's
+    CheckInvalidLabelIndex names the smallest if negative, else the largest: not yet
+    followed, tests/test_nn_and_reductions.py holds the first)."""
+    bad = (labels < 0) | (labels >= classes)
+    if bool(xp.any(bad)):
+        first = int(labels[int(xp.argmax(bad))])
+        listed = " ".join(str(v) for v in labels.tolist())
+        raise InvalidArgumentError(f"Received a label value of {first} which is outside the "
+                                   f"valid range of [0, {classes}).  Label values: {listed}")
+
+
 @SparseSoftmaxCrossEntropyWithLogits.kernel("cpu")
 @SparseSoftmaxCrossEntropyWithLogits.kernel("gpu")
 def _sparse_softmax_xent(ctx, features, labels):
@@ -183,19 +217,12 @@ def _sparse_softmax_xent(ctx, features, labels):
             f"logits and labels must have the same first dimension, got logits shape "
             f"{debug_string(features.shape)} and labels shape {debug_string(labels.shape)}")
     classes = features.shape[1]
-    bad = (labels < 0) | (labels >= classes)
-    if labels.size and bool(xp.any(bad)):
-        first = int(labels[int(xp.argmax(bad))])
-        listed = " ".join(str(v) for v in labels.tolist())
-        raise InvalidArgumentError(f"Received a label value of {first} which is outside the "
-                                   f"valid range of [0, {classes}).  Label values: {listed}")
+    if labels.size:
+        _check_labels(xp, labels, classes)
     if classes == 0:
         raise InvalidArgumentError("Must have at least one class, but got logits shape "
                                    f"{debug_string(features.shape)}")
-    targets = xp.zeros(features.shape, np.float32 if features.dtype == np.float16
-                       else features.dtype)
-    targets[xp.arange(labels.shape[0]), labels] = 1
-    return _loss_and_backprop(xp, _wide(features), targets, features.dtype)
+    return _sparse_loss_and_backprop(xp, features, labels, features.dtype)
 
 
 def _row_times(s, per_row, matrix):
