@@ -407,15 +407,21 @@ def sorted_segments(ids: np.ndarray) -> int:
     rows = int(ids[-1]) + 1
     if rows <= 0:
         raise InvalidArgumentError("segment ids must be >= 0")
-    decreases = ids[1:] < ids[:-1]
-    if ids[0] < 0:  # the first segment fails: its end's order check comes first
-        end = int(np.argmax(ids != ids[0]))  # ids[-1] >= 0, so a different id exists
-        if ids[end] > ids[0]:
-            raise InvalidArgumentError(
-                f"Segment id {int(ids[0])} out of range [0, {rows}), possibly because "
-                f"'segment_ids' input is not sorted.")
-    if bool(decreases.any()):
-        raise InvalidArgumentError("segment ids are not increasing")
+    # TF's loop, run by segment (each run of equal ids): first the order against the
+    # next segment's id, then the bounds, [0, rows); the first segment failing either
+    # names the error
+    starts = np.concatenate([[0], np.flatnonzero(ids[1:] != ids[:-1]) + 1])
+    segment = ids[starts]
+    decreases = np.zeros(len(segment), bool)
+    decreases[:-1] = segment[:-1] > segment[1:]
+    bad = decreases | (segment < 0) | (segment >= rows)
+    if bool(bad.any()):
+        first = int(np.argmax(bad))
+        if decreases[first]:
+            raise InvalidArgumentError("segment ids are not increasing")
+        raise InvalidArgumentError(
+            f"Segment id {int(segment[first])} out of range [0, {rows}), possibly because "
+            f"'segment_ids' input is not sorted.")
     return rows
 
 
