@@ -49,19 +49,23 @@ def _int_value(ctx, name: str) -> int | None:
 
 
 # -- ArgMax / ArgMin ---------------------------------------------------------------------------
-def _arg_op(name: str, doc: str):
+def _arg_op(name: str, doc: str, index_types):
+    """ArgMax or ArgMin; ``index_types``: TF's Tidx and output_type lists (ArgMax's
+    has int16 and uint16 beside int32 and int64, ArgMin's not)."""
     return register_op(
         name, inputs=["input: T", "dimension: Tidx"], outputs=["output: output_type"],
         attrs={"T": TypeAttr(NUMBER_TYPES + (bool_,)),
-               "Tidx": TypeAttr((int16, int32, int64), int32),
-               "output_type": TypeAttr((int16, uint16, int32, int64), int64)},
+               "Tidx": TypeAttr(tuple(t for t in index_types if t != uint16), int32),
+               "output_type": TypeAttr(index_types, int64)},
         doc=doc + " The dim `dimension` (a scalar, negative from the end) is dropped; ties "
         "give the first index; a NaN never wins (Eigen's reducer, as TF's CPU kernel: it "
         "counts as the dtype's lowest value for ArgMax, highest for ArgMin).")
 
 
-ArgMax = _arg_op("ArgMax", "The index of the largest value of `input` along `dimension`.")
-ArgMin = _arg_op("ArgMin", "The index of the smallest value of `input` along `dimension`.")
+ArgMax = _arg_op("ArgMax", "The index of the largest value of `input` along `dimension`.",
+                 (int16, uint16, int32, int64))
+ArgMin = _arg_op("ArgMin", "The index of the smallest value of `input` along `dimension`.",
+                 (int32, int64))
 
 
 @ArgMax.shape_fn
@@ -475,6 +479,10 @@ def _split_v(ctx, value, size_splits, split_dim):
                                    f"elements as outputs got {size_splits.ndim} -D and "
                                    f"{size_splits.size} elements")
     axis = _split_axis(_split_dim_value(split_dim), value.ndim)
+    if num == 1 and size_splits.size == 1 and int(size_splits[0]) != value.shape[axis]:
+        raise InvalidArgumentError(  # TF's first easy case: no -1 resolved for one part
+            f"If there is only one output, it must have the same size as the input. Input "
+            f"size: {value.shape[axis]} output size: {int(size_splits[0])}")
     sizes = _split_sizes([int(s) for s in size_splits.tolist()], num, value.shape[axis])
     return list(ctx.xp.split(value, np.cumsum(sizes[:-1]).tolist(), axis=axis))
 
