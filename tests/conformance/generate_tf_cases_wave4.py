@@ -18,8 +18,9 @@ TensorFlow crash kills alone, and its driver.  What this file adds:
   ``tf.compat.v1`` graph and session, so that a bad shape reaches the CPU kernel and
   its run-time error (not the shape function's) is recorded.  The other value cases
   run eagerly through ``tf.raw_ops`` on the CPU.
-* ``signatures``: per op, TensorFlow's input / output argument names and attr names,
-  so the replay can check that graphflow declares the ops under TF's words.
+* ``signatures``: per op, TensorFlow's input / output argument names, attr names and
+  ``tf.raw_ops``' keyword names of the inputs (Mean's ``axis`` is the op def's
+  ``reduction_indices``), so the replay can check graphflow declares the ops in TF's words.
 * Messages of the errors that refuse a dtype are cut before TF's ``; NodeDef`` tail
   (it repeats the whole op definition), which keeps the JSON small.
 
@@ -924,8 +925,9 @@ def worker_main():
 
     def signature(op):
         d = op_def_registry.get(op)
+        keywords = list(inspect.signature(getattr(tf.raw_ops, op)).parameters)
         return {"inputs": [a.name for a in d.input_arg], "outputs": [a.name for a in d.output_arg],
-                "attrs": [a.name for a in d.attr]}
+                "attrs": [a.name for a in d.attr], "keywords": keywords[:len(d.input_arg)]}
 
     out.write(json.dumps({"ready": tf.__version__}) + "\n")
     out.flush()

@@ -12,7 +12,7 @@ integer / bool outputs,    bit-exact    integer arithmetic and copies have one a
 index outputs (all ops)
 Abs Sign Floor Ceil Round  bit-exact    correctly rounded IEEE operations (or copies) in
 Relu Relu6 LeakyRelu                    both: the same bits, the sign of zero included
-Square Reciprocal Sqrt
+Square Sqrt (real)
 Softsign SquaredDifference
 BiasAdd
 Max Min Any All            bit-exact    a max / min / logical fold picks an element
@@ -22,17 +22,25 @@ OneHot Where Split SplitV
 Unique
 Exp Log Log1p Expm1 Rsqrt  ulps         TF runs Eigen's vectorised approximations (and
 Sigmoid Tanh Elu Selu                   std::complex functions), numpy its libm's: both
-Softplus Pow                            within an ulp or two of the true value
+Softplus Pow Reciprocal                 within an ulp or two of the true value (TF's
+Sqrt (complex)                          float32 Reciprocal is a Newton step, not 1 / x)
 Softmax LogSoftmax         ulps, scaled Eigen sums a row in vectorised partial sums, numpy
 SoftmaxCrossEntropy...                  pairwise: the same sum, rounded differently; an
 MatMul BatchMatMulV2                    element near 0 (a difference, a cancelled dot
 Mean L2Loss SegmentMean                 product) is compared to the tensor's scale
 =========================  ===========  ==================================================
 
-``ulps``: |got - want| <= k * eps * |want| + k * (the dtype's smallest subnormal);
+``ulps``: |got - want| <= k * eps * |want| + k * (the dtype's smallest normal number:
+TF's CPU threads flush subnormal results to zero, graphflow keeps them);
 ``ulps, scaled``: the second term is k * eps * max|want| instead.  k = 4 (float32,
 float64, complex), 8 for float16 (TF's half kernels round through float32 twice).
 NaN must meet NaN, an infinity the same infinity, everywhere.
+
+Errors: the class must be TF's; a dtype TF refuses (its op def's list, or no CPU
+kernel) graphflow must refuse too.  TF's message must be in graphflow's where
+``EXACT_MESSAGES`` names it and the case feeds its inputs (``F``: the error is the
+kernel's at run time in both); with constant inputs graphflow, a graph builder, may
+report the same fault at build time in its shape function's words.
 """
 from __future__ import annotations
 
@@ -51,17 +59,85 @@ CASES = DOC["cases"]
 SIGNATURES = DOC["signatures"]
 
 ULPS = {"Exp", "Log", "Log1p", "Expm1", "Rsqrt", "Sigmoid", "Tanh", "Elu", "Selu", "Softplus",
-        "Pow"}
+        "Pow", "Reciprocal"}
+ULPS_COMPLEX = {"Sqrt"}  # exact for real inputs (IEEE's sqrt), std::sqrt's for complex
 ULPS_SCALED = {"Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
                "SparseSoftmaxCrossEntropyWithLogits", "MatMul", "BatchMatMulV2", "Mean",
                "L2Loss", "SegmentMean"}
 
 #: Cases where graphflow is deliberately stricter than TensorFlow's graph-mode shape
 #: function: TF accepts them at build time (its kernel rejects them at run time).
-STRICTER_AT_BUILD_TIME: dict[str, str] = {}
+STRICTER_AT_BUILD_TIME: dict[str, str] = {
+    **{f"{op}/static_axis_duplicate": "an axis named twice: TF's kernel refuses it at run "
+       "time (\"Axes contains duplicate dimension\"); graphflow's shape function already does"
+       for op in ("Mean", "Max", "Any")},
+    **{f"{op}/static_length_mismatch": "segment_ids shorter than data.shape[0]: TF's shape "
+       "function does not compare them, its kernel does" for op in ("SegmentSum", "SegmentMean")},
+    "ArgMax/static_scalar_input": "a scalar input has no dimension 0: TF's shape function "
+    "returns a scalar, its kernel refuses it",
+    "TopKV2/static_k_vector": "k of shape [1]: TF's shape function reads it, its kernel wants "
+    "a scalar",
+    "OneHot/static_depth_vector": "depth of shape [1]: TF's kernel wants a scalar",
+    "OneHot/static_axis_too_large": "axis 2 for indices of rank 1: TF's kernel refuses it "
+    "(\"Expected axis to be -1 or between [0, 2)\")",
+}
+
+_FTZ = ("TF's CPU threads flush subnormal numbers to zero (inputs and results: "
+        "ScopedFlushDenormal); graphflow computes with IEEE subnormals")
+_NO_CPU_KERNEL = ("TF's op def allows the dtype but its CPU has no kernel for it; graphflow "
+                  "runs it")
 
 #: Cases where graphflow deliberately differs from TensorFlow: id -> why.
-DIFFERENCES: dict[str, str] = {}
+DIFFERENCES: dict[str, str] = {
+    **{f"{op}/float32_subnormal": _FTZ for op in (
+        "Exp", "Expm1", "Log", "Log1p", "Sqrt", "Rsqrt", "Sigmoid", "Tanh", "Softplus",
+        "Reciprocal", "Elu", "Selu")},
+    "Reciprocal/float32_extremes": _FTZ + " (1 / 3.4e38 is subnormal)",
+    "Where/float_specials": _FTZ + " (1e-45 counts as zero in TF)",
+    "Round/dtype_int8": _NO_CPU_KERNEL + " (a copy)",
+    "Round/dtype_int16": _NO_CPU_KERNEL + " (a copy)",
+    "Unique/dtype_complex64": _NO_CPU_KERNEL,
+    "Unique/dtype_complex128": _NO_CPU_KERNEL,
+    "Round/dtype_int32": "TF 2.21's CPU kernel returns zeros for integers (a bug: tf.round "
+    "itself returns an integer tensor unchanged, never calling the op); graphflow copies",
+    "Round/dtype_int64": "as Round/dtype_int32",
+    "Where/dtype_float16": "TF's CPU Where refuses half on purpose (UnimplementedError, 'to "
+    "avoid silently creating costly copies'); graphflow computes it",
+    "Softmax/nan": "a NaN logit: TF's oneDNN softmax gives NaN at that place only and 0 "
+    "elsewhere; graphflow's row is NaN (the row's sum is NaN), as TF's Eigen kernels of "
+    "LogSoftmax and the cross-entropies",
+    "Softmax/scalar_fed": "a scalar: TF's oneDNN kernel aborts (AbortedError 'Input dims "
+    "must be <= 5 and >=1'); graphflow raises InvalidArgumentError in the words of TF's "
+    "Eigen kernel ('logits must have >= 1 dimension')",
+    "Softmax/scalar_const": "as Softmax/scalar_fed",
+    "Where/scalar_true": "a scalar: TF's kernel is written for ranks 1 to 8 ('WhereOp : "
+    "Unhandled input dimensions: 0'); graphflow gives the [n, 0] coordinates "
+    "(tests/test_selection_ops.py holds where(True) -> shape [1, 0])",
+    "Where/scalar_false": "as Where/scalar_true",
+    "ArgMax/dim_int16": "an int16 dimension: TF's kernel reads it as an int32 (undefined "
+    "behaviour: it got 549388289); graphflow reads the int16",
+    "SplitV/static_unknown_dim": "TF's shape function reads an unknown split_dim as -1 (the "
+    "last axis) and refuses sizes that do not fit that axis; graphflow leaves it to run time",
+}
+
+#: Mismatches whose fix is outside the op modules this corpus covers: expected to fail
+#: until then (strict: a fix makes them pass and the mark must go).
+PENDING: dict[str, str] = {
+    f"{op}/{case}": "TF says 'Invalid reduction dimension (3 for input with 3 dimension(s)' "
+    "(its opening parenthesis included); the message is ops/reduction_ops.py's "
+    "reduction_axes, shared with Sum"
+    for op in ("Mean", "Max", "Min", "Any", "All")
+    for case in ("axis_out_of_range", "axis_out_of_range_negative")
+}
+PENDING.update({
+    "SparseSoftmaxCrossEntropyWithLogits/label_too_large_int64": "TF names the smallest "
+    "label if it is negative, else the largest (9 of 7 9); graphflow the first bad one, which "
+    "tests/test_nn_and_reductions.py::test_bad_labels_are_tensorflows_error_and_the_session_"
+    "goes_on asserts (5 of 1 5 -1, where TF says -1): the two change together",
+    "TopKV2/nan_k1": "TF's k == 1 path is Eigen's argmax (a NaN never wins: 3.0 of [1, nan, "
+    "3, 2]); graphflow ranks NaN first for every k, which tests/test_selection_ops.py::"
+    "test_top_k_nan_ranks_first asserts for k == 1: the two change together",
+})
 
 ERROR_CLASSES = {
     "InvalidArgumentError": gf.errors.InvalidArgumentError,
@@ -171,7 +247,7 @@ def _assert_close(got, want, case_id, scaled: bool):
         want[finite].astype(np.complex128 if got.dtype.kind == "c" else np.float64)
     if w.size == 0:
         return
-    floor = k * real.eps * np.max(np.abs(w)) if scaled else k * real.smallest_subnormal
+    floor = k * real.eps * np.max(np.abs(w)) if scaled else k * real.tiny
     bad = np.abs(g - w) > k * real.eps * np.abs(w) + floor
     assert not bad.any(), (f"{case_id}: {g[bad][:5]} vs TF {w[bad][:5]} (off by "
                            f"{np.max(np.abs(g - w)[bad] / np.maximum(np.abs(w[bad]), 1e-300))} "
@@ -189,18 +265,22 @@ def _assert_unsorted_top_k(got, want, case_id):
 
 
 def _assert_matches(case, got, want):
-    case_id = case["id"]
+    case_id, op = case["id"], case["op"]
     assert got.dtype == want.dtype, f"{case_id}: dtype {got.dtype} != TF {want.dtype}"
     assert got.shape == want.shape, f"{case_id}: shape {got.shape} != TF {want.shape}"
-    if want.dtype.kind not in "fc" or case["op"] not in ULPS | ULPS_SCALED:
+    close = op in ULPS | ULPS_SCALED or (want.dtype.kind == "c" and op in ULPS_COMPLEX)
+    if want.dtype.kind not in "fc" or not close:
         _assert_exact(got, want, case_id)
     else:
-        _assert_close(got, want, case_id, scaled=case["op"] in ULPS_SCALED)
+        _assert_close(got, want, case_id, scaled=op in ULPS_SCALED)
 
 
 # -- the tests --------------------------------------------------------------------------------
-def _ids(cases):
-    return [c["id"] for c in cases]
+def _params(cases):
+    """The cases as pytest params, PENDING ones marked as expected (strict) failures."""
+    return [pytest.param(c, id=c["id"], marks=[pytest.mark.xfail(
+        strict=True, reason=PENDING[c["id"]])] if c["id"] in PENDING else [])
+        for c in cases]
 
 
 RUN_CASES = [c for c in CASES if not c.get("static")]
@@ -224,11 +304,12 @@ def _check_error(case):
         return
     cls = ERROR_CLASSES[expect["error"]]
     assert isinstance(got, cls), f"{case['id']}: {type(got).__name__}: {got} (TF: {core})"
-    if EXACT_MESSAGES.search(core):
+    fed = all("feed" in t for t in case["inputs"])
+    if fed and EXACT_MESSAGES.search(core):
         assert core in str(got), f"{case['id']}: {got!s} lacks TF's {core!r}"
 
 
-@pytest.mark.parametrize("case", RUN_CASES, ids=_ids(RUN_CASES))
+@pytest.mark.parametrize("case", _params(RUN_CASES))
 def test_run_matches_tensorflow(case):
     _skip_difference(case)
     if "error" in case["expect"]:
@@ -246,7 +327,7 @@ def test_run_matches_tensorflow(case):
         assert out.shape.is_compatible_with(w.shape), f"{case['id']}: static {out.shape} vs {w.shape}"
 
 
-@pytest.mark.parametrize("case", STATIC_CASES, ids=_ids(STATIC_CASES))
+@pytest.mark.parametrize("case", _params(STATIC_CASES))
 def test_static_shapes_match_tensorflow(case):
     _skip_difference(case)
     expect = case["expect"]
@@ -272,9 +353,12 @@ def test_static_shapes_match_tensorflow(case):
 
 @pytest.mark.parametrize("op", sorted(SIGNATURES))
 def test_signature_matches_tensorflow(op):
-    """The op is declared with TF's input and output names, in TF's order."""
-    from graphflow.registry import op_def as lookup_op_def
-    definition = lookup_op_def(op)
+    """The op is declared with TF's input names (its op def's, or tf.raw_ops' keywords:
+    Mean's ``axis``) and output names, in TF's order."""
+    from graphflow.registry import op_def
+    definition = op_def(op)
     want = SIGNATURES[op]
-    assert [a.name for a in definition.inputs] == want["inputs"], op
+    for ours, name, keyword in zip([a.name for a in definition.inputs], want["inputs"],
+                                   want["keywords"], strict=True):
+        assert ours in (name, keyword), f"{op}: input {ours!r}, TF's {name!r} / {keyword!r}"
     assert [a.name for a in definition.outputs] == want["outputs"], op
