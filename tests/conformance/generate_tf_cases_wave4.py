@@ -201,7 +201,7 @@ def build_binary():
         add("int32_overflow", op, [V([70000, -70000, 2 ** 30], I32), V([70000, 3, 2], I32)])
     sp = [0.0, -0.0, 0.0, 1.0, -1.0, -8.0, 2.0, INF, -INF, NAN, NAN, 1.0, -1.0, 0.5, INF, 0.0]
     ex = [0.0, -1.0, -1.0, NAN, INF, 1 / 3, 0.5, 0.0, 3.0, 0.0, 1.0, INF, -INF, -INF, -2.0, 0.5]
-    for dt in FLOATS:
+    for dt in ["float16", "float32", "float64"]:  # FLOATS is a set: no fixed order
         add("specials_" + dt, "Pow", [V(sp, dt), V(ex, dt)])
     add("specials", "SquaredDifference", [V(sp, F32), V(ex, F32)])
     add("large_f16", "SquaredDifference", [V([300, -200], "float16"), V([-100, 100], "float16")])
@@ -499,7 +499,8 @@ def build_selection():
         for d in [0, 1, 2, -1, -3]:
             add("dim_%d" % d, op, [x, V([d], I32, [])])
         add("dim_int64", op, [x, V([1], I64, [])])
-        add("dim_int16", op, [x, V([1], "int16", [])])
+        if op == "ArgMin":  # ArgMax's CPU kernel reads an int16 dimension as an int32
+            add("dim_int16", op, [x, V([1], "int16", [])])  # (UB: a different error each run)
         for ot in ["int32", "int64", "int16", "uint16", "uint8"]:
             add("output_type_" + ot, op, [x, V([2], I32, [])], {"output_type": ot})
         add("ties", op, [V([1, 3, 3, 0, 0, 0, 2, 1, 2], F32, [3, 3]), V([1], I32, [])])

@@ -114,8 +114,6 @@ DIFFERENCES: dict[str, str] = {
     "Unhandled input dimensions: 0'); graphflow gives the [n, 0] coordinates "
     "(tests/test_selection_ops.py holds where(True) -> shape [1, 0])",
     "Where/scalar_false": "as Where/scalar_true",
-    "ArgMax/dim_int16": "an int16 dimension: TF's kernel reads it as an int32 (undefined "
-    "behaviour: it got 549388289); graphflow reads the int16",
     "SplitV/static_unknown_dim": "TF's shape function reads an unknown split_dim as -1 (the "
     "last axis) and refuses sizes that do not fit that axis; graphflow leaves it to run time",
 }
