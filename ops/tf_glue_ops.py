@@ -318,7 +318,9 @@ def _gather_v2(ctx, params, indices, axis):
     out_dims = list(params.shape[:axis]) + list(indices.shape[bd:]) + list(params.shape[axis + 1:])
     out = ctx.empty(out_dims, params.dtype)
     if bd == 0:
-        out[...] = np.take(params, indices, axis=axis)
+        # every index is checked: "wrap" changes none of them, and unlike "raise" it
+        # writes into out directly (numpy buffers a whole copy for "raise")
+        np.take(params, indices, axis=axis, out=out, mode="wrap")
         return out
     nb = math.prod(params.shape[:bd])
     p = params.reshape((nb,) + params.shape[bd:])

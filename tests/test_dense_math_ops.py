@@ -335,3 +335,29 @@ def test_the_blas_pool_is_held_to_the_intra_op_thread_count():
         gf.Session(s.graph).close()  # the default again, for the tests after this one
     with pytest.raises(InvalidArgumentError, match="intra_op_threads must be >= 1"):
         gf.SessionConfig(intra_op_threads=0)
+
+
+@pytest.mark.parametrize("op", ["mul", "add", "sub", "real_div"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(300, 64), (3, 100, 64)])
+def test_a_row_times_its_scalar_is_a_compiled_loop_with_numpys_bits(op, dtype, shape):
+    """[n, k] (op) [n, 1] (edge weights, gates): the lean kernel's loop gives the bits of
+    numpy's broadcasting, on every call of a compiled plan, specials included."""
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=shape).astype(dtype)
+    column = rng.normal(size=shape[:-1] + (1,)).astype(dtype)
+    x.flat[:4] = [np.nan, -0.0, np.inf, 1e-30]
+    column.flat[:3] = [0.0, -0.0, np.inf]
+    s = gf.Scope(gf.Graph())
+    p = s.placeholder(gf.as_dtype(dtype), shape=list(shape))
+    q = s.placeholder(gf.as_dtype(dtype), shape=list(column.shape))
+    out = getattr(s, op)(p, q)
+    with np.errstate(all="ignore"):
+        want = {"mul": np.multiply, "add": np.add, "sub": np.subtract,
+                "real_div": np.divide}[op](x, column)
+    for optimize in (True, False):
+        with gf.Session(s.graph, gf.SessionConfig(optimize=optimize)) as sess:
+            f = sess.make_callable(out, [p, q])
+            for _ in range(3):
+                got = f(x, column)
+            assert got.tobytes() == want.tobytes()
