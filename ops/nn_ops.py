@@ -202,7 +202,9 @@ def _check_labels(xp, labels, classes: int) -> None:
     followed, tests/test_nn_and_reductions.py holds the first)."""
     bad = (labels < 0) | (labels >= classes)
     if bool(xp.any(bad)):
-        first = int(labels[int(xp.argmax(bad))])
+        # TF names the smallest label when it is negative, else the largest
+        low, high = int(labels.min()), int(labels.max())
+        first = low if low < 0 else high
         listed = " ".join(str(v) for v in labels.tolist())
         raise InvalidArgumentError(f"Received a label value of {first} which is outside the "
                                    f"valid range of [0, {classes}).  Label values: {listed}")

@@ -32,14 +32,17 @@ Sum = register_op(
         "`scope.reduce_sum(x)` without an axis sums every dim (TF's axis=None).")
 
 
-def reduction_axes(axes, rank: int) -> tuple[int, ...]:
+def reduction_axes(axes, rank: int, at_build_time: bool = False) -> tuple[int, ...]:
     """The dims in [0, rank) that ``axes`` (ints, negative from the end) name, in order;
-    an InvalidArgumentError for one out of range or named twice."""
+    an InvalidArgumentError for one out of range (in the words of TF's shape function at
+    build time, of its kernel at run time, stray parenthesis included) or named twice."""
     seen: list[int] = []
     for axis in axes:
         if not -rank <= axis < rank:
             raise InvalidArgumentError(
-                f"Invalid reduction dimension {axis} for input with {rank} dimension(s)")
+                f"Invalid reduction dimension {axis} for input with {rank} dimensions."
+                if at_build_time else
+                f"Invalid reduction dimension ({axis} for input with {rank} dimension(s)")
         axis %= rank
         if axis in seen:
             raise InvalidArgumentError(
@@ -69,7 +72,7 @@ def reduced_shape(ctx) -> TensorShape:
         return TensorShape(None)
     if axes is None:
         return TensorShape.unknown(shape.rank) if keep_dims else TensorShape(None)
-    axes = reduction_axes(axes.reshape(-1).tolist(), shape.rank)
+    axes = reduction_axes(axes.reshape(-1).tolist(), shape.rank, at_build_time=True)
     return TensorShape(_reduced_dims(shape.as_list(), axes, keep_dims))
 
 

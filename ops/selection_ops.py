@@ -15,8 +15,9 @@ Choices where TensorFlow leaves room:
   is 1 and a row of NaNs gives 0, where numpy's argmax would give the first NaN. Ties
   give the first index, as TF.
 - TopKV2: ties give the lower index first (TF's comparator); NaN ranks above +inf (the
-  order of numpy's and cupy's sorts, reversed); ``sorted=False`` returns them sorted too
-  (TF leaves that order unspecified).
+  order of numpy's and cupy's sorts, reversed), except for k == 1, which is TF's argmax
+  path, where a NaN never wins; ``sorted=False`` returns them sorted too (TF leaves that
+  order unspecified).
 - Unique: first-occurrence order; NaNs are all distinct (TF's hash map compares with
   ``==``), 0.0 and -0.0 are one value (the first seen).
 """
@@ -188,7 +189,8 @@ def _top_k_count(x, k) -> int:
 @TopKV2.kernel("gpu")
 def _top_k(ctx, x, k):
     """One stable sort of the reversed rows (descending, lower index first on ties);
-    k == 1 is one argmax (its first index wins, NaN first, as the sort)."""
+    k == 1 is TF's own k == 1 path, ArgMax's rule: a NaN never wins (the first largest
+    number does; a row of NaNs gives index 0)."""
     xp = ctx.xp
     k = _top_k_count(x, k)
     index_type = ctx.attrs["index_type"].as_numpy_dtype
@@ -197,7 +199,7 @@ def _top_k(ctx, x, k):
         shape = x.shape[:-1] + (k,)
         return [xp.empty(shape, x.dtype), xp.empty(shape, index_type)]
     if k == 1:
-        top = xp.expand_dims(xp.argmax(x, axis=-1), -1)
+        top = xp.expand_dims(xp.argmax(_ranked(xp, x, True), axis=-1), -1)
     else:
         ascending = xp.argsort(x[..., ::-1], axis=-1, kind="stable")
         top = (n - 1) - ascending[..., ::-1][..., :k]

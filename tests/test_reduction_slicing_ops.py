@@ -174,8 +174,8 @@ def test_sum_static_shapes_as_tensorflow(scope):
 
 
 @pytest.mark.parametrize("axes, message", [
-    ([2], r"Invalid reduction dimension 2 for input with 2 dimension\(s\)"),
-    (-3, r"Invalid reduction dimension -3 for input with 2 dimension\(s\)"),
+    ([2], r"Invalid reduction dimension 2 for input with 2 dimensions\."),  # TF's shape fn
+    (-3, r"Invalid reduction dimension -3 for input with 2 dimensions\."),
     ([1, -1], "Axes contains duplicate dimension: 1"),
     ([[0]], "axis must be a scalar or a vector, got shape"),
 ])
@@ -187,7 +187,7 @@ def test_sum_axis_errors_at_build_time(scope, axes, message):
 
 
 @pytest.mark.parametrize("axes, message", [
-    ([2], r"Invalid reduction dimension 2 for input with 2 dimension\(s\)"),
+    ([2], r"Invalid reduction dimension \(2 for input with 2 dimension\(s\)"),  # TF's kernel
     ([0, -2], "Axes contains duplicate dimension: 0"),
 ])
 def test_sum_axis_errors_at_run_time(scope, run, axes, message):

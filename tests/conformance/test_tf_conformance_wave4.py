@@ -120,22 +120,8 @@ DIFFERENCES: dict[str, str] = {
 
 #: Mismatches whose fix is outside the op modules this corpus covers: expected to fail
 #: until then (strict: a fix makes them pass and the mark must go).
-PENDING: dict[str, str] = {
-    f"{op}/{case}": "TF says 'Invalid reduction dimension (3 for input with 3 dimension(s)' "
-    "(its opening parenthesis included); the message is ops/reduction_ops.py's "
-    "reduction_axes, shared with Sum"
-    for op in ("Mean", "Max", "Min", "Any", "All")
-    for case in ("axis_out_of_range", "axis_out_of_range_negative")
-}
-PENDING.update({
-    "SparseSoftmaxCrossEntropyWithLogits/label_too_large_int64": "TF names the smallest "
-    "label if it is negative, else the largest (9 of 7 9); graphflow the first bad one, which "
-    "tests/test_nn_and_reductions.py::test_bad_labels_are_tensorflows_error_and_the_session_"
-    "goes_on asserts (5 of 1 5 -1, where TF says -1): the two change together",
-    "TopKV2/nan_k1": "TF's k == 1 path is Eigen's argmax (a NaN never wins: 3.0 of [1, nan, "
-    "3, 2]); graphflow ranks NaN first for every k, which tests/test_selection_ops.py::"
-    "test_top_k_nan_ranks_first asserts for k == 1: the two change together",
-})
+#: Cases graphflow fails yet (strict expected failures): none left.
+PENDING: dict[str, str] = {}
 
 ERROR_CLASSES = {
     "InvalidArgumentError": gf.errors.InvalidArgumentError,
