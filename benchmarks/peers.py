@@ -563,7 +563,9 @@ class TensorFlow1Peer(TensorFlowPeer):
 TORCH_FORMS: dict[str, Formulation] = {}
 
 
-class TorchPeer(Peer):
+class TorchPeer(TensorFlowPeer):
+    """Called and read back as TensorFlow's eager results are (``fn(*args)``, ``.numpy()``)."""
+
     key = "torch"
     label = "PyTorch"
     how = "PyTorch: eager mode (as its users train), CPU, inputs made tensors once."
@@ -575,14 +577,6 @@ class TorchPeer(Peer):
 
     def _place(self, inputs):
         return [self.module.from_numpy(np.ascontiguousarray(a)) for a in inputs]
-
-    def _runner(self, fn, args):
-        return lambda: fn(*args)
-
-    def _to_numpy(self, result):
-        if isinstance(result, (list, tuple)):
-            return [r.numpy() for r in result]
-        return result.numpy()
 
 
 def load_peers() -> list[Peer]:

@@ -59,36 +59,25 @@ def _limit(dtype: np.dtype, lowest: bool):
     return dtype.type(info.min if lowest else info.max)
 
 
-@Max.kernel("cpu")
-@Max.kernel("gpu")
-def _max(ctx, x, axis):
-    axes, keep_dims, out = reduction_output(ctx, x, axis)
-    out[...] = ctx.xp.max(x, axis=axes, keepdims=keep_dims, initial=_limit(x.dtype, True))
-    return out
+def _reducing_kernel(op, reduce, limit=None):
+    """Register ``reduce(x, axis=..., keepdims=...)`` (numpy's or cupy's, through
+    ``ctx.xp``) as ``op``'s kernel on every device; ``limit(dtype)``: the value a
+    reduction over no elements gives (numpy's ``initial``)."""
+    @op.kernel("cpu")
+    @op.kernel("gpu")
+    def _kernel(ctx, x, axis):
+        axes, keep_dims, out = reduction_output(ctx, x, axis)
+        extra = {} if limit is None else {"initial": limit(x.dtype)}
+        out[...] = getattr(ctx.xp, reduce)(x, axis=axes, keepdims=keep_dims, **extra)
+        return out
+    _kernel.__name__ = _kernel.__qualname__ = f"_{reduce}"
+    return _kernel
 
 
-@Min.kernel("cpu")
-@Min.kernel("gpu")
-def _min(ctx, x, axis):
-    axes, keep_dims, out = reduction_output(ctx, x, axis)
-    out[...] = ctx.xp.min(x, axis=axes, keepdims=keep_dims, initial=_limit(x.dtype, False))
-    return out
-
-
-@Any.kernel("cpu")
-@Any.kernel("gpu")
-def _any(ctx, x, axis):
-    axes, keep_dims, out = reduction_output(ctx, x, axis)
-    out[...] = ctx.xp.any(x, axis=axes, keepdims=keep_dims)
-    return out
-
-
-@All.kernel("cpu")
-@All.kernel("gpu")
-def _all(ctx, x, axis):
-    axes, keep_dims, out = reduction_output(ctx, x, axis)
-    out[...] = ctx.xp.all(x, axis=axes, keepdims=keep_dims)
-    return out
+_reducing_kernel(Max, "max", lambda dtype: _limit(dtype, True))
+_reducing_kernel(Min, "min", lambda dtype: _limit(dtype, False))
+_reducing_kernel(Any, "any")
+_reducing_kernel(All, "all")
 
 
 @Mean.kernel("cpu")
