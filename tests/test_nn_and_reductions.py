@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError
+from support.gpu_devices import GPU_KINDS, gpu_session_devices
 
 REDUCERS = {"reduce_mean": np.mean, "reduce_max": np.max, "reduce_min": np.min,
             "reduce_any": np.any, "reduce_all": np.all}
@@ -217,3 +218,39 @@ def test_property_softmax_rows_sum_to_one_and_loss_is_log_sum_exp(rows, classes,
     lse = peak + np.log(np.exp(logits - peak[:, None]).sum(-1))
     np.testing.assert_allclose(got_loss, lse - logits[np.arange(rows), labels], rtol=1e-9,
                                atol=1e-9)
+
+
+# -- the GPU kernels ---------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", GPU_KINDS)
+def test_gpu_kernels_agree_with_the_cpu(kind):
+    """The dense math, reduction and nn ops on a GPU (through ``ctx.xp``: cupy, or the
+    simulated/emulated devices here) give the CPU's results: exact where one IEEE
+    operation makes each element, within float rounding for the transcendental ones."""
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(4, 6)).astype(np.float32)
+    w = rng.normal(size=(6, 3)).astype(np.float32)
+    labels = np.array([0, 2, 1, 2], np.int64)
+
+    def build(device):
+        s = gf.Scope(gf.Graph()).with_device(device)
+        logits = s.bias_add(s.matmul(x, w), np.arange(3, dtype=np.float32))
+        exact = [s.relu(x), s.square(x), s.abs(x), s.reduce_max(x, 1), s.reduce_min(x, 0),
+                 s.reduce_any(s.greater(x, 1.0), 1), s.squared_difference(x, 0.5),
+                 s.floor(x), s.leaky_relu(x)]
+        rounded = [logits, s.exp(x), s.log1p(s.abs(x)), s.tanh(x), s.sigmoid(x), s.softmax(x),
+                   s.log_softmax(x), s.reduce_mean(x, 0), s.pow(s.abs(x), 1.5), s.elu(x),
+                   s.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits),
+                   s.l2_loss(x)]
+        return s.graph, exact, rounded
+
+    def run(device, devices=None):
+        graph, exact, rounded = build(device)
+        with gf.Session(graph, devices=devices) as sess:
+            return sess.run(exact), sess.run(rounded)
+    cpu_exact, cpu_rounded = run("/cpu:0")
+    gpu_exact, gpu_rounded = run("/gpu:0", gpu_session_devices(kind))
+    for c, g in zip(cpu_exact, gpu_exact):
+        assert c.dtype == g.dtype and c.tobytes() == g.tobytes()
+    for c, g in zip(cpu_rounded, gpu_rounded):
+        assert c.dtype == g.dtype
+        np.testing.assert_allclose(g, c, rtol=1e-5, atol=1e-6)

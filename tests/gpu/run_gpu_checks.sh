@@ -49,7 +49,7 @@ cd "$REPO/tests"  # not the root, whose graphflow/ lacks ops/ and runtime/
 # the test modules with "cuda" cases (GPU_KINDS); the fuzzer runs on its own below
 GPU_TESTS=(gpu test_gpu_kernels.py test_gradients.py test_gradients_indexing.py
            test_cast_and_reshape.py test_nn.py test_reduction_slicing_ops.py test_tf_glue_ops.py
-           test_segment_ops.py test_selection_ops.py test_random_ops.py)
+           test_segment_ops.py test_selection_ops.py test_random_ops.py test_nn_and_reductions.py)
 PYTEST=("$PY" -m pytest -p no:cacheprovider -m gpu)
 XDIST=()
 if "$PY" -c "import xdist" 2>/dev/null; then XDIST=(-n "$JOBS"); fi
