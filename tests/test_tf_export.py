@@ -610,3 +610,26 @@ def test_batch_dims_with_indices_of_unknown_rank_is_refused_by_name():
     with pytest.raises(UnimplementedError, match="unknown rank") as e:
         tf_export.tf_graph_def(g)
     assert e.value.node_name == "rows"
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "momentum", "rmsprop"])
+def test_the_new_optimizers_train_alike_in_tensorflow(tf, optimizer):
+    """Sparse (a gathered table) and dense updates by Adam, Momentum and RMSProp, exported:
+    TF 1.x runs the same three steps to the same variables (Adam's sparse update is
+    written as the ops TF's AdamOptimizer builds)."""
+    g = gf.Graph()
+    s = gf.Scope(g)
+    table = s.variable(np.arange(12, dtype=np.float32).reshape(6, 2) / 7, name="table")
+    w = s.variable(np.float32([0.5, -1.0]), name="w")
+    ids = s.placeholder(gf.int32, shape=[None], name="ids")
+    loss = s.reduce_sum(s.square(s.mul(table.sparse_read(ids), w)))
+    make = {"adam": lambda: gf.train.AdamOptimizer(0.1),
+            "momentum": lambda: gf.train.MomentumOptimizer(0.1, 0.9, use_nesterov=True),
+            "rmsprop": lambda: gf.train.RMSPropOptimizer(0.1, momentum=0.5, centered=True)}
+    train = make[optimizer]().minimize(loss)
+    feeds = {ids: np.int32([1, 4, 1])}  # a duplicate row: summed first, as TF's optimizer
+    steps = [[train], [train], [train], [table.read(), w.read()]]
+    init = [gf.global_variables_initializer(g)]
+    want = run_graphflow(g, steps, feeds, init)
+    got = run_tensorflow(tf, tf_export.tf_graph_def(g), steps, feeds, init)
+    assert_same(got[-1], want[-1], optimizer)

@@ -9,6 +9,7 @@ exporter's writer, whose last node keeps the op's name):
 
 - GatherNd with batch_dims > 0 (TF's op has none; tf.gather_nd lowers it in Python);
 - ResourceSparseApplyAdagrad (graphflow sums duplicate rows first, TF's kernel not);
+- _ResourceSparseApplyAdam (TF 1.x's AdamOptimizer builds its sparse update from ops);
 - the internal ops of gradient graphs: _BatchIndexTuples, _StitchWinners,
   _ScatterWinners, _ScatterMinMaxShares, _AssertEqual.
 """
@@ -380,6 +381,48 @@ def _lower_sparse_adagrad(w: _Writer, op: Operation) -> list[str]:
     return []
 
 
+def _lower_sparse_adam(w: _Writer, op: Operation) -> list[str]:
+    """graphflow's _ResourceSparseApplyAdam as the nodes TF 1.x's AdamOptimizer builds for
+    a sparse gradient (``_apply_sparse_shared``): duplicate rows summed (Unique +
+    UnsortedSegmentSum), m = m * beta1 then m[ids] += g * (1 - beta1), v likewise with
+    g * g, and var -= lr * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + epsilon),
+    reading m and v after their updates. A NoOp named after the op waits for it all."""
+    var, m, v, b1_power, b2_power, lr, beta1, beta2, epsilon, grad, indices = op.inputs
+    h = _Helpers(w, op, "adam")
+    t, ti = op.attrs["T"], op.attrs["Tindices"]
+    rows, position = h.add("unique", "Unique", [w.ref(indices)], {"T": ti, "out_idx": ti}, ti,
+                           outputs=2)
+    count = h.add("count", "Size", [rows], {"T": ti, "out_type": ti}, ti)
+    g = h.add("summed", "UnsortedSegmentSum", [w.ref(grad), position, count],
+              {"T": t, "Tindices": ti, "Tnumsegments": ti}, t)
+
+    def math(suffix, op_type, *inputs):
+        return h.add(suffix, op_type, list(inputs), {"T": t}, t)
+    one = h.const("one", 1, t)
+    step = math("step", "RealDiv", math("lr_sqrt", "Mul", w.ref(lr), math(
+        "sqrt_1_b2", "Sqrt", math("one_b2_power", "Sub", one, w.ref(b2_power)))),
+        math("one_b1_power", "Sub", one, w.ref(b1_power)))
+    now = []
+    for name, slot, beta, rows_of in (("m", m, beta1, g), ("v", v, beta2, math("g2", "Mul", g, g))):
+        read = h.add(f"{name}_read", "ReadVariableOp", [w.ref(slot)], {"dtype": t}, t)
+        assign, scatter = w.fresh(f"{h.at}/{name}_assign"), w.fresh(f"{h.at}/{name}_scatter")
+        w.node(assign, "AssignVariableOp", [w.ref(slot), math(f"{name}_decayed", "Mul", read,
+                                                               w.ref(beta))],
+               _plain({"dtype": t}), op.device)
+        scaled = math(f"{name}_scaled", "Mul", rows_of,
+                      math(f"one_{name}_beta", "Sub", one, w.ref(beta)))
+        w.node(scatter, "ResourceScatterAdd", [w.ref(slot), rows, scaled],
+               _plain({"dtype": t, "Tindices": ti}), op.device, [assign])
+        now += w.node(w.fresh(f"{h.at}/{name}_now"), "ReadVariableOp", [w.ref(slot)],
+                      _plain({"dtype": t}), op.device, [scatter], outputs=[(t, None)])
+    delta = math("delta", "Mul", step, math("ratio", "RealDiv", now[0], math(
+        "denominator", "AddV2", math("sqrt_v", "Sqrt", now[1]), w.ref(epsilon))))
+    update = w.fresh(f"{h.at}/var_update")
+    w.node(update, "AssignSubVariableOp", [w.ref(var), delta], _plain({"dtype": t}), op.device)
+    w.node(op.name, "NoOp", [], {}, op.device, [update, *(c.name for c in op.control_inputs)])
+    return []
+
+
 def _lower_min_max_shares(w: _Writer, op: Operation) -> list[str]:
     """_ScatterMinMaxShares(tensor, indices, updates, output) in TF's ops: who equals
     ``output`` where (the tensor's element, or a NaN there; each valid update landing on
@@ -486,6 +529,7 @@ LOWERINGS: dict[str, Callable[[_Writer, Operation], list[str] | None]] = {
     "_BatchIndexTuples": _lower_batch_index_tuples,
     "_AssertEqual": _lower_assert_equal,
     "ResourceSparseApplyAdagrad": _lower_sparse_adagrad,
+    "_ResourceSparseApplyAdam": _lower_sparse_adam,
     "_StitchWinners": _lower_stitch_winners,
     "_ScatterWinners": _lower_scatter_winners,
     "_ScatterMinMaxShares": _lower_min_max_shares,
