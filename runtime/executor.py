@@ -13,6 +13,7 @@ A parallel run's scheduler is ``runtime/parallel.py``.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -26,6 +27,7 @@ from .memory import MIN_POOLED_BYTES, BufferPool, releaser
 from .parallel import ParallelRun
 from .pipeline import PlanIR, compile_ir, initial_ir, optimizing_passes, run_pipeline
 from .placer import place
+from .run_modes import RunModes
 from .specialize import MAX_SIGHTINGS, MAX_SPECIALIZED, needs_specializing, specialize
 from .segments import build_segments
 from .steps import CopyStep, KernelStep, Step
@@ -105,7 +107,11 @@ class Plan:
         self.runs = [s.run for s in self.steps]
         self.fetch_guards = _fetch_guards(self)
         self.segments: list = []  # compiled segments of a serial plan (runtime/segments.py)
+        self._releases = live.releases
         self._serial = None if self.parallel else _straight_line(self, live.releases)
+        self._serial_lock = threading.Lock()
+        # a plan that could run in parallel measures which mode is faster (run_modes.py)
+        self.modes: RunModes | None = RunModes() if self.parallel else None
         if self.parallel:
             sched = passes.schedule(self.steps, ir.subst, ir.fed)
             self.waiting, self.dependents = sched.waiting, sched.dependents
@@ -162,8 +168,36 @@ class Plan:
         return dict(self._specialized)
 
     def _run(self, feed_values: Sequence, pool=None, metadata: RunMetadata | None = None) -> list:
-        if metadata is None and self._serial is not None:
-            return self._serial(feed_values)
+        if metadata is None:
+            if not self.parallel:
+                return self._serial(feed_values)
+            if pool is not None:
+                return self._run_measured(feed_values, pool)
+        return self._run_steps(feed_values, pool, metadata)
+
+    def _run_measured(self, feed_values: Sequence, pool) -> list:
+        """A parallel plan's call in the mode its measurement chose, or is measuring."""
+        serial = self._serial
+        mode, timed = self.modes.next_call(serial is not None and _segments_ready(self))
+        if mode == "serial" and serial is None:
+            serial = self._serial_function()
+        if not timed:
+            return serial(feed_values) if mode == "serial" else self._run_steps(feed_values, pool)
+        start = time.perf_counter()
+        result = serial(feed_values) if mode == "serial" else self._run_steps(feed_values, pool)
+        self.modes.record(mode, time.perf_counter() - start)
+        return result
+
+    def _serial_function(self) -> Callable:
+        """The straight-line function of a parallel plan, made when first wanted."""
+        with self._serial_lock:
+            if self._serial is None:
+                self._serial = _straight_line(self, self._releases)
+            return self._serial
+
+    def _run_steps(self, feed_values: Sequence, pool=None,
+                   metadata: RunMetadata | None = None) -> list:
+        """The steps one by one, or on the pool for a parallel plan, traced if asked."""
         slots: list[Any] = list(self._initial)
         for slot, value in zip(self.feed_slots, feed_values):
             slots[slot] = value
@@ -315,6 +349,12 @@ def _fetch_guards(plan: Plan) -> tuple[list[int], list[tuple[int, int]]]:
     pairs = [(i, j) for n, (i, a) in enumerate(arrays) for j, b in arrays[n + 1:]
              if a in maybe_view or b in maybe_view]
     return repeated, pairs
+
+
+def _segments_ready(plan: Plan) -> bool:
+    """Whether the serial function's compiled segments are compiled (or given up on): its
+    calls are then worth timing."""
+    return all(seg.ready or seg.broken for seg in plan.segments)
 
 
 def _small_slots(steps: Sequence[Step]) -> set[int]:

@@ -391,3 +391,36 @@ def test_a_control_edge_from_a_fed_placeholder_waits_for_nothing():
             np.testing.assert_array_equal(sess.run(y, {p: np.zeros(2, np.float32)}), [2, 2])
             with pytest.raises(InvalidArgumentError, match="must feed a value"):
                 sess.run(y)  # not fed: the edge still needs it, as in TF
+
+
+# -- serial or parallel, by measurement ---------------------------------------------------------
+def _two_heavy_branches(s):
+    x = s.placeholder(gf.float32, shape=[1 << 17])
+    return [s.mul(s.add(x, 1.0), 2.0), s.sub(s.mul(x, x), 0.5)], x
+
+
+@pytest.mark.parametrize("forced", ["", "serial", "parallel"])
+def test_a_parallel_plan_measures_its_modes_and_keeps_the_bits(monkeypatch, forced):
+    """A plan that could run in parallel times both modes after its warm-up calls and
+    keeps the faster (runtime/run_modes.py); every call gives the same bits either way,
+    and GRAPHFLOW_RUN_MODE fixes the mode."""
+    from graphflow.runtime import run_modes
+    monkeypatch.setenv("GRAPHFLOW_RUN_MODE", forced)
+    s = gf.Scope(gf.Graph())
+    fetches, x = _two_heavy_branches(s)
+    xv = np.linspace(-3, 3, 1 << 17, dtype=np.float32)
+    with gf.Session(s.graph, gf.SessionConfig(optimize=False)) as plain:
+        want = plain.run(fetches, {x: xv})
+    with gf.Session(s.graph, gf.SessionConfig(inter_op_threads=2)) as sess:
+        f = sess.make_callable(fetches, [x])
+        (plan,) = sess._plans.values()
+        assert plan.parallel and plan.modes is not None
+        calls = run_modes.WARMUP_CALLS + 2 * run_modes.SAMPLES + 4
+        for _ in range(calls):
+            for got, w in zip(f(xv), want):
+                assert got.tobytes() == w.tobytes()
+        if forced:
+            assert plan.modes.choice == forced
+        else:
+            assert plan.modes.choice in ("serial", "parallel")
+            assert all(len(t) == run_modes.SAMPLES for t in plan.modes.measured.values())
