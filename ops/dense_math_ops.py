@@ -9,6 +9,7 @@ float16 matrix products accumulate in float32 and round once, as TF's kernels do
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -363,6 +364,22 @@ def _matmul(ctx, a, b):
 def _batch_matmul(ctx, x, y):
     return matrix_product(ctx, x, y, ctx.attrs["adj_x"], ctx.attrs["adj_y"], conjugate=True,
                           node="BatchMatMulV2")
+
+
+@MatMul.prepare("cpu")
+def _prepare_matmul(spec):
+    """With both shapes static (and checked by the shape rule): the transposes as views
+    and one ``np.matmul``, the kernel's own call (float16's widening stays the kernel's)."""
+    a, b, out = spec.shape(0), spec.shape(1), spec.output_shape()
+    dtype = spec.dtype(0)
+    if a is None or b is None or out is None or dtype in (np.float16, object):
+        return None
+    ta, tb = spec.attrs["transpose_a"], spec.attrs["transpose_b"]
+    matmul = np.matmul
+    if math.prod(out) >= MIN_OUT_ELEMENTS:
+        new = spec.allocator(out, dtype)
+        return lambda ctx, x, y: matmul(x.T if ta else x, y.T if tb else y, out=new())
+    return lambda ctx, x, y: matmul(x.T if ta else x, y.T if tb else y)
 
 
 @MatMul.gradient

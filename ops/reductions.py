@@ -20,11 +20,12 @@ import math
 import numpy as np
 
 from graphflow.dtypes import INDEX_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, bool_, int32
+from graphflow.errors import InvalidArgumentError
 from graphflow.registry import BoolAttr, TypeAttr, register_op
 from graphflow.scope import Scope
 
-from .reduction_ops import check_reduction_axis, reduce_over, reduced_shape, reduction_output, \
-    shape_of, _kept_dims_shape
+from .reduction_ops import _kept_dims_shape, _reduced_dims, check_reduction_axis, reduce_over, \
+    reduced_shape, reduction_axes, reduction_output, shape_of
 
 
 def _reduction(name: str, types, doc: str, aliases=()):
@@ -84,16 +85,51 @@ _reducing_kernel(All, "all")
 @Mean.kernel("gpu")
 def _mean(ctx, x, axis):
     axes, keep_dims, out = reduction_output(ctx, x, axis)
-    xp = ctx.xp
+    out[...] = mean_values(ctx.xp, x, axes, keep_dims)
+    return out
+
+
+def mean_values(xp, x, axes: tuple, keep_dims: bool):
+    """Mean's values over ``axes`` (cast to x's dtype by the caller's output)."""
     count = math.prod(x.shape[a] for a in axes)
     if x.dtype.kind in "iu":
-        out[...] = _integer_mean(xp, x, axes, keep_dims, count)
-        return out
+        return _integer_mean(xp, x, axes, keep_dims, count)
     # float16 too sums in float16, rounding each step as Eigen's half does (TF's
     # SumReducer<half>): two halves near 60000 make inf, as in TF
     total = xp.sum(x, axis=axes, dtype=x.dtype, keepdims=keep_dims)
-    out[...] = total / x.dtype.type(count) if count else total * x.dtype.type(np.nan)
-    return out
+    return total / x.dtype.type(count) if count else total * x.dtype.type(np.nan)
+
+
+# -- lean kernels: the axes and the output's shape worked out once -------------------------
+def _prepare_reduction(values):
+    """``prepare`` for a reduction with a constant axis and a static input shape: the
+    kernel's ``values(x, axes, keep_dims)`` into a buffer of the known output shape."""
+    def prepare(spec):
+        axis, shape, dtype = spec.value(1), spec.shape(0), spec.dtype(0)
+        if axis is None or shape is None or dtype == object:
+            return None
+        try:
+            axes = reduction_axes(np.asarray(axis).reshape(-1).tolist(), len(shape))
+        except InvalidArgumentError:
+            return None  # the full kernel raises it, at run time as before
+        keep_dims = spec.attrs["keep_dims"]
+        new = spec.allocator(_reduced_dims(list(shape), axes, keep_dims), dtype)
+
+        def lean(ctx, x, axis_value):
+            out = new()
+            out[...] = values(x, axes, keep_dims)
+            return out
+        return lean
+    return prepare
+
+
+Mean.prepare("cpu")(_prepare_reduction(lambda x, axes, keep: mean_values(np, x, axes, keep)))
+for _op, _reduce, _lowest in ((Max, np.max, True), (Min, np.min, False)):
+    _op.prepare("cpu")(_prepare_reduction(
+        lambda x, axes, keep, _reduce=_reduce, _lowest=_lowest: _reduce(
+            x, axis=axes, keepdims=keep, initial=_limit(x.dtype, _lowest))))
+Any.prepare("cpu")(_prepare_reduction(lambda x, axes, keep: np.any(x, axis=axes, keepdims=keep)))
+All.prepare("cpu")(_prepare_reduction(lambda x, axes, keep: np.all(x, axis=axes, keepdims=keep)))
 
 
 def _integer_mean(xp, x, axes, keep_dims: bool, count: int):

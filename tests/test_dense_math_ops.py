@@ -361,3 +361,23 @@ def test_a_row_times_its_scalar_is_a_compiled_loop_with_numpys_bits(op, dtype, s
             for _ in range(3):
                 got = f(x, column)
             assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_the_lean_matmul_gives_the_kernels_bits(ta, tb, dtype):
+    rng = np.random.default_rng(4)
+    a = rng.integers(-9, 9, (70, 40) if ta else (40, 70)).astype(dtype)
+    if dtype == np.float32:
+        a /= 3
+    b = rng.integers(-9, 9, (500, 70) if tb else (70, 500)).astype(dtype)
+    got = []
+    for optimize in (True, False):
+        s = gf.Scope(gf.Graph())
+        x = s.placeholder(gf.as_dtype(a.dtype), shape=list(a.shape))
+        y = s.placeholder(gf.as_dtype(b.dtype), shape=list(b.shape))
+        out = s.matmul(x, y, transpose_a=ta, transpose_b=tb)
+        with gf.Session(s.graph, gf.SessionConfig(optimize=optimize)) as sess:
+            f = sess.make_callable(out, [x, y])
+            got.append([f(a, b) for _ in range(3)][-1])
+    assert got[0].dtype == got[1].dtype and got[0].tobytes() == got[1].tobytes()
