@@ -6,9 +6,11 @@ product. A plan that runs independent heavy nodes on the inter-op pool then runs
 while they wait make everything slower (a top-2 MoE step on 2 cores: 110 ms with an
 unbounded pool, 40 ms with one BLAS thread per inter-op thread). TensorFlow bounds its
 kernels by ``intra_op_parallelism_threads``; graphflow sets BLAS's pool to
-``SessionConfig.intra_op_threads``, by default ``cores // inter_op_threads`` (all cores
-when nodes run one at a time). The pool is the process's: the Session made last sets
-it. threadpoolctl does the setting; without it the pool is left as it is.
+``SessionConfig.intra_op_threads`` for a parallel run, by default ``cores //
+inter_op_threads``, and to every core for a serial run (one kernel at a time), unless
+the config set ``intra_op_threads``. The pool is the process's: each run sets it (a C call, and
+only when it changes). threadpoolctl does the setting; without it the pool is left as
+it is. OpenBLAS's products do not depend on its thread count (checked bit for bit).
 """
 from __future__ import annotations
 
@@ -25,17 +27,33 @@ def default_intra_op_threads(inter_op_threads: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, inter_op_threads))
 
 
+_controllers: list | None = None  # threadpoolctl's BLAS library controllers, found once
+
+
 def bound_blas_threads(threads: int) -> bool:
-    """Set the BLAS pool to ``threads`` (once per distinct value); False when
-    threadpoolctl is not installed."""
-    global _current
-    with _lock:
-        if threads == _current:
-            return True
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:
-            return False
-        threadpool_limits(limits=threads, user_api="blas")  # kept: not a context manager
-        _current = threads
+    """Set the BLAS pool to ``threads``; False when threadpoolctl is not installed. Cheap
+    when it already has that many (a plan calls it on every run)."""
+    global _current, _controllers
+    if threads == _current:
         return True
+    with _lock:
+        if _controllers is None:
+            try:
+                from threadpoolctl import ThreadpoolController
+            except ImportError:
+                _controllers = []
+            else:
+                _controllers = [c for c in ThreadpoolController().lib_controllers
+                                if c.user_api == "blas"]
+        for controller in _controllers:
+            controller.set_num_threads(threads)
+        _current = threads
+        return bool(_controllers)
+
+
+def run_blas_threads(config, parallel: bool) -> int:
+    """The BLAS threads of one run: ``config.intra_op_threads`` for a parallel run, and
+    for a serial run (one kernel at a time) every core unless the config set it."""
+    if parallel or getattr(config, "intra_op_threads_given", True):
+        return config.intra_op_threads
+    return os.cpu_count() or 1

@@ -27,6 +27,7 @@ from .memory import MIN_POOLED_BYTES, BufferPool, releaser
 from .parallel import ParallelRun
 from .pipeline import PlanIR, compile_ir, initial_ir, optimizing_passes, run_pipeline
 from .placer import place
+from .blas_threads import bound_blas_threads, run_blas_threads
 from .run_modes import RunModes
 from .specialize import MAX_SIGHTINGS, MAX_SPECIALIZED, needs_specializing, specialize
 from .segments import build_segments
@@ -112,6 +113,9 @@ class Plan:
         self._serial_lock = threading.Lock()
         # a plan that could run in parallel measures which mode is faster (run_modes.py)
         self.modes: RunModes | None = RunModes() if self.parallel else None
+        # BLAS threads per run: every core while one kernel runs at a time (blas_threads.py)
+        self._blas_threads = {mode: run_blas_threads(config, mode == "parallel")
+                              for mode in ("serial", "parallel")}
         if self.parallel:
             sched = passes.schedule(self.steps, ir.subst, ir.fed)
             self.waiting, self.dependents = sched.waiting, sched.dependents
@@ -170,9 +174,12 @@ class Plan:
     def _run(self, feed_values: Sequence, pool=None, metadata: RunMetadata | None = None) -> list:
         if metadata is None:
             if not self.parallel:
+                bound_blas_threads(self._blas_threads["serial"])
                 return self._serial(feed_values)
             if pool is not None:
                 return self._run_measured(feed_values, pool)
+        parallel = self.parallel and pool is not None
+        bound_blas_threads(self._blas_threads["parallel" if parallel else "serial"])
         return self._run_steps(feed_values, pool, metadata)
 
     def _run_measured(self, feed_values: Sequence, pool) -> list:
@@ -181,6 +188,7 @@ class Plan:
         mode, timed = self.modes.next_call(serial is not None and _segments_ready(self))
         if mode == "serial" and serial is None:
             serial = self._serial_function()
+        bound_blas_threads(self._blas_threads[mode])
         if not timed:
             return serial(feed_values) if mode == "serial" else self._run_steps(feed_values, pool)
         start = time.perf_counter()

@@ -33,9 +33,9 @@ class SessionConfig:
     inter_op_threads: threads for independent nodes (default: the CPU count;
         1 runs every node on the calling thread).
     intra_op_threads: threads one kernel may use: numpy's BLAS pool for MatMul, which
-        is the process's (the Session made last sets it; runtime/blas_threads.py).
-        Default: the CPU count divided by inter_op_threads, so the two never
-        oversubscribe the cores.
+        is the process's (each run sets it; runtime/blas_threads.py). Default: in a
+        parallel run the CPU count divided by inter_op_threads, so the two never
+        oversubscribe the cores; in a serial run every core.
     allow_soft_placement: fall back to a device with a kernel when the
         requested one has none (else placement is an error).
     log_device_placement: print each node's device when a plan is compiled.
@@ -56,6 +56,8 @@ class SessionConfig:
     memory_limit_bytes: int | None = None
     optimize: bool = True
     cluster: Any = None
+    #: whether intra_op_threads was given (else a serial run may use every core)
+    intra_op_threads_given: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         for name in _BOOL_FIELDS:
@@ -77,6 +79,7 @@ class SessionConfig:
             object.__setattr__(self, "memory_limit_bytes", _physical_memory())
         if self.inter_op_threads < 1:
             raise InvalidArgumentError(f"inter_op_threads must be >= 1, got {self.inter_op_threads}")
+        object.__setattr__(self, "intra_op_threads_given", self.intra_op_threads is not None)
         if self.intra_op_threads is None:
             object.__setattr__(self, "intra_op_threads",
                                default_intra_op_threads(self.inter_op_threads))

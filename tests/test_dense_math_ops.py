@@ -381,3 +381,17 @@ def test_the_lean_matmul_gives_the_kernels_bits(ta, tb, dtype):
             f = sess.make_callable(out, [x, y])
             got.append([f(a, b) for _ in range(3)][-1])
     assert got[0].dtype == got[1].dtype and got[0].tobytes() == got[1].tobytes()
+
+
+def test_a_serial_run_gives_blas_every_core_unless_the_config_set_it():
+    """A parallel run's kernels share the cores (cores // inter_op_threads); a serial run
+    runs one kernel at a time, and its MatMuls get every core unless intra_op_threads
+    was given."""
+    import os
+    from graphflow.runtime.blas_threads import run_blas_threads
+    cores = os.cpu_count() or 1
+    default = gf.SessionConfig(inter_op_threads=2)
+    assert run_blas_threads(default, parallel=True) == max(1, cores // 2)
+    assert run_blas_threads(default, parallel=False) == cores
+    given = gf.SessionConfig(inter_op_threads=2, intra_op_threads=1)
+    assert run_blas_threads(given, parallel=False) == 1

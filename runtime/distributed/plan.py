@@ -63,7 +63,9 @@ class ClusterSession:
         self.graph = graph
         self.config = config
         self.view: ClusterView = cluster_view(config.cluster)
-        self.worker_config = replace(config, cluster=None, inter_op_threads=1)
+        self.worker_config = replace(  # intra_op_threads kept as given (None: the default)
+            config, cluster=None, inter_op_threads=1,
+            intra_op_threads=config.intra_op_threads if config.intra_op_threads_given else None)
         self.token = self.view.token + uuid.uuid4().hex[:8]  # the view's names its lease
         self._runs = itertools.count()
         self.seen: dict[Task, str | None] = {}  # incarnation of each stateful task's worker
