@@ -49,6 +49,7 @@ from graphflow.dtypes import INDEX_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, float
     float32, float64, int32
 from graphflow.errors import InvalidArgumentError
 from graphflow.graph import Output
+from graphflow.inference import constant_value
 from graphflow.registry import TypeAttr, register_op
 from graphflow.scope import Scope
 from graphflow.shapes import TensorShape, debug_string
@@ -549,7 +550,12 @@ Scope.unsorted_segment_sqrt_n = unsorted_segment_sqrt_n
 # -- gradients ----------------------------------------------------------------------------------
 def gather_rows(s: Scope, params: Output, ids: Output) -> Output:
     """``params[ids]`` along dim 0, zeros where an id is negative: TF's
-    ``_GatherDropNegatives``, as one GatherNd that ignores bad indices."""
+    ``_GatherDropNegatives``, as one GatherNd that ignores bad indices; a plain GatherV2
+    (numpy's take, twice as fast) when the ids are constant and none is negative (a
+    graph's edges, as a GNN holds them)."""
+    known = constant_value(ids)
+    if known is not None and (known.size == 0 or known.min() >= 0):
+        return s.gather_v2(params, ids, 0)
     return s.gather_nd(params, s.expand_dims(ids, -1), bad_indices_policy="IGNORE")
 
 
