@@ -12,6 +12,7 @@ import pytest
 
 import graphflow as gf
 from graphflow.errors import NotFoundError, OpError
+from support.tf_cases import decode as _decode
 
 CASES = json.loads((pathlib.Path(__file__).with_name("tf_cases.json")).read_text())["cases"]
 
@@ -35,24 +36,6 @@ ERROR_CLASSES = {
 
 #: Messages whose text graphflow reproduces exactly (the node context aside).
 EXACT_MESSAGES = re.compile(r"does not index into|is not in \[0|is out of range")
-
-
-def _decode(t: dict) -> np.ndarray:
-    dtype = gf.as_dtype(t["dtype"])
-    data = t["data"]
-    if dtype.is_string:
-        flat = np.empty(len(data), dtype=object)
-        flat[:] = [s.encode("latin-1") for s in data]
-    elif dtype.is_complex:
-        flat = np.array([complex(_num(re_), _num(im)) for re_, im in data],
-                        dtype=dtype.as_numpy_dtype)
-    else:
-        flat = np.array([_num(v) for v in data], dtype=dtype.as_numpy_dtype)
-    return flat.reshape(t["shape"])
-
-
-def _num(v):
-    return float(v) if isinstance(v, str) else v
 
 
 def _inputs(scope: gf.Scope, case: dict) -> list:

@@ -53,6 +53,7 @@ import pytest
 
 import graphflow as gf
 from graphflow.errors import OpError
+from support.tf_cases import decode as _decode
 
 DOC = json.loads((pathlib.Path(__file__).with_name("tf_cases_wave4.json")).read_text())
 CASES = DOC["cases"]
@@ -145,24 +146,6 @@ DTYPE_REFUSAL = re.compile(r"not in the list of allowed values|Could not find de
 
 
 # -- decoding and building ---------------------------------------------------------------
-def _num(v):
-    return float(v) if isinstance(v, str) else v
-
-
-def _decode(t: dict) -> np.ndarray:
-    dtype = gf.as_dtype(t["dtype"])
-    data = t["data"]
-    if dtype.is_string:
-        flat = np.empty(len(data), dtype=object)
-        flat[:] = [s.encode("latin-1") for s in data]
-    elif dtype.is_complex:
-        flat = np.array([complex(_num(re_), _num(im)) for re_, im in data],
-                        dtype=dtype.as_numpy_dtype)
-    else:
-        flat = np.array([_num(v) for v in data], dtype=dtype.as_numpy_dtype)
-    return flat.reshape(t["shape"])
-
-
 def _build(case: dict):
     """The case's op in a fresh graph: (graph, outputs, feeds)."""
     scope = gf.Scope(gf.Graph())
