@@ -318,6 +318,7 @@ class OpDef:
     trusted_preparers: set[str] = field(default_factory=set)  # device types: own_kernels()
     lowerers: dict[str, Callable] = field(default_factory=dict)  # device type -> lower
     elementwise: Any = None  # its element-wise trait (ops/elementwise_table.py), if any
+    uses_blas: bool = False  # its CPU kernel calls BLAS (runtime/blas_threads.py bounds it)
 
     # derived at registration
     inferred_attrs: frozenset = frozenset()

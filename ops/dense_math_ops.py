@@ -272,6 +272,7 @@ BatchMatMulV2 = register_op(
     attrs={"T": TypeAttr(MATMUL_TYPES + (int16,)), "adj_x": BoolAttr(False), "adj_y": BoolAttr(False)},
     doc="Matrix products over the last two dims, the batch dims broadcast; adj_x / adj_y "
         "take the conjugate transpose of an operand first.")
+MatMul.uses_blas = BatchMatMulV2.uses_blas = True
 
 
 def _matrix_dims(ctx, name: str, transposed: bool, batched: bool) -> tuple[list, object, object]:

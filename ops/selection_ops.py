@@ -114,20 +114,20 @@ def _ranked(xp, x, largest: bool):
     return xp.where(x <= info.max, x, info.max)
 
 
-@ArgMax.kernel("cpu", T=REAL_NUMBER_TYPES + (bool_,))
-@ArgMax.kernel("gpu", T=REAL_NUMBER_TYPES + (bool_,))
-def _argmax(ctx, x, dimension):
-    axis = _arg_axis(x, dimension)
-    found = ctx.xp.argmax(_ranked(ctx.xp, x, True), axis=axis)
-    return found.astype(ctx.attrs["output_type"].as_numpy_dtype)
+def _arg_kernel(op, largest: bool) -> None:
+    """ArgMax's (``largest``) or ArgMin's kernel on every device."""
+    @op.kernel("cpu", T=REAL_NUMBER_TYPES + (bool_,))
+    @op.kernel("gpu", T=REAL_NUMBER_TYPES + (bool_,))
+    def _kernel(ctx, x, dimension):
+        axis = _arg_axis(x, dimension)
+        find = ctx.xp.argmax if largest else ctx.xp.argmin
+        found = find(_ranked(ctx.xp, x, largest), axis=axis)
+        return found.astype(ctx.attrs["output_type"].as_numpy_dtype)
+    _kernel.__name__ = _kernel.__qualname__ = "_argmax" if largest else "_argmin"
 
 
-@ArgMin.kernel("cpu", T=REAL_NUMBER_TYPES + (bool_,))
-@ArgMin.kernel("gpu", T=REAL_NUMBER_TYPES + (bool_,))
-def _argmin(ctx, x, dimension):
-    axis = _arg_axis(x, dimension)
-    found = ctx.xp.argmin(_ranked(ctx.xp, x, False), axis=axis)
-    return found.astype(ctx.attrs["output_type"].as_numpy_dtype)
+_arg_kernel(ArgMax, largest=True)
+_arg_kernel(ArgMin, largest=False)
 
 
 def argmax(self: Scope, input, axis=None, output_type=int64, name: str | None = None) -> Output:

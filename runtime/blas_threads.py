@@ -54,6 +54,6 @@ def bound_blas_threads(threads: int) -> bool:
 def run_blas_threads(config, parallel: bool) -> int:
     """The BLAS threads of one run: ``config.intra_op_threads`` for a parallel run, and
     for a serial run (one kernel at a time) every core unless the config set it."""
-    if parallel or getattr(config, "intra_op_threads_given", True):
+    if parallel or config.intra_op_threads_given:
         return config.intra_op_threads
     return os.cpu_count() or 1

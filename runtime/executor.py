@@ -113,9 +113,11 @@ class Plan:
         self._serial_lock = threading.Lock()
         # a plan that could run in parallel measures which mode is faster (run_modes.py)
         self.modes: RunModes | None = RunModes() if self.parallel else None
-        # BLAS threads per run: every core while one kernel runs at a time (blas_threads.py)
-        self._blas_threads = {mode: run_blas_threads(config, mode == "parallel")
-                              for mode in ("serial", "parallel")}
+        # BLAS threads per run, for a plan with a BLAS kernel: every core while one kernel
+        # runs at a time (blas_threads.py); a plan without one leaves the pool alone
+        uses_blas = any(s.op is not None and s.op.op_def.uses_blas for s in self.steps)
+        self._blas_threads = {mode: run_blas_threads(config, mode == "parallel") if uses_blas
+                              else None for mode in ("serial", "parallel")}
         if self.parallel:
             sched = passes.schedule(self.steps, ir.subst, ir.fed)
             self.waiting, self.dependents = sched.waiting, sched.dependents
@@ -174,25 +176,33 @@ class Plan:
     def _run(self, feed_values: Sequence, pool=None, metadata: RunMetadata | None = None) -> list:
         if metadata is None:
             if not self.parallel:
-                bound_blas_threads(self._blas_threads["serial"])
+                if self._blas_threads["serial"] is not None:
+                    bound_blas_threads(self._blas_threads["serial"])
                 return self._serial(feed_values)
             if pool is not None:
                 return self._run_measured(feed_values, pool)
-        parallel = self.parallel and pool is not None
-        bound_blas_threads(self._blas_threads["parallel" if parallel else "serial"])
+        self._bound_blas("parallel" if self.parallel and pool is not None else "serial")
         return self._run_steps(feed_values, pool, metadata)
+
+    def _bound_blas(self, mode: str) -> None:
+        threads = self._blas_threads[mode]
+        if threads is not None:
+            bound_blas_threads(threads)
 
     def _run_measured(self, feed_values: Sequence, pool) -> list:
         """A parallel plan's call in the mode its measurement chose, or is measuring."""
         serial = self._serial
         mode, timed = self.modes.next_call(serial is not None and _segments_ready(self))
-        if mode == "serial" and serial is None:
-            serial = self._serial_function()
-        bound_blas_threads(self._blas_threads[mode])
+        if mode == "serial":
+            run = serial or self._serial_function()
+        else:
+            def run(values):
+                return self._run_steps(values, pool)
+        self._bound_blas(mode)
         if not timed:
-            return serial(feed_values) if mode == "serial" else self._run_steps(feed_values, pool)
+            return run(feed_values)
         start = time.perf_counter()
-        result = serial(feed_values) if mode == "serial" else self._run_steps(feed_values, pool)
+        result = run(feed_values)
         self.modes.record(mode, time.perf_counter() - start)
         return result
 
