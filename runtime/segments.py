@@ -23,8 +23,10 @@ compiled code, and the chain costs one call.
   nothing. The segment then declines and its steps run one by one from its start:
   the step's own kernel reports the error in its words, naming its node, and since
   only a segment's last step writes, nothing is written twice.
-- **Outputs.** A view step's output (Reshape, ExpandDims, Squeeze) comes back
-  read-only: it may view a feed or a constant, which no caller may write.
+- **Outputs.** A view step's output (Reshape, ExpandDims, Squeeze) of a value from
+  outside the segment (a feed, a constant) comes back read-only: numba hands such views
+  back writeable, and no caller may write them. Views of the segment's own buffers stay
+  as they are.
 
 ``GRAPHFLOW_SEGMENTS=0`` turns segments off.
 """
