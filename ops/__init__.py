@@ -17,7 +17,7 @@ from . import tf_glue_ops  # noqa: F401  (registration)
 from . import check_ops  # noqa: F401  (registration)
 from . import dense_math_ops, nn_ops, reductions  # noqa: F401  (registration)
 from . import segment_ops, selection_ops, random_ops, training_ops  # noqa: F401  (registration)
-from . import elementwise_table, fused_elementwise, fused_ops  # noqa: F401  (registration)
+from . import elementwise_table, fused_elementwise, fused_ops, gather_reduce  # noqa: F401  (registration)
 
 
 

@@ -64,12 +64,12 @@ def _fusible(op: Operation, fed: Collection[Output], waited_on: set[Operation]) 
         return False
     if op.control_inputs or op in waited_on or op.op_def.stateful or op.outputs[0] in fed:
         return False
-    if not _on_the_cpu(op):
+    if not on_the_cpu(op):
         return False
     return rule.compiles([o.dtype.as_numpy_dtype for o in (*op.inputs, *op.outputs)], op.attrs)
 
 
-def _on_the_cpu(op: Operation) -> bool:
+def on_the_cpu(op: Operation) -> bool:
     """Whether ``op`` asks for no device but this process's CPU."""
     try:
         spec = parse_device(op.device)

@@ -20,7 +20,7 @@ from typing import Callable, Mapping, Sequence
 
 from graphflow.graph import Operation, Output
 
-from . import folding, fusion, partition_stitch, simplify
+from . import folding, fusion, gather_reduce, partition_stitch, simplify
 from .passes import prune
 
 
@@ -166,6 +166,12 @@ def partition_stitch_pass(ir: PlanIR) -> PlanIR:
     return substitute(ir, partition_stitch.fuse_partition_stitch(list(ir.ops), ir.fed))
 
 
+def gather_reduce_pass(ir: PlanIR) -> PlanIR:
+    """Gather -> scale -> segment-sum as one node (runtime/gather_reduce.py)."""
+    return substitute(ir, gather_reduce.fuse_gather_reduce(list(ir.ops), ir.fed, dict(ir.subst),
+                                                           ir.targets))
+
+
 def fuse_pass(ir: PlanIR) -> PlanIR:
     """Element-wise regions as fused nodes (runtime/fusion.py)."""
     return substitute(ir, fusion.fuse_elementwise(list(ir.ops), ir.fed, dict(ir.subst), ir.targets))
@@ -174,11 +180,13 @@ def fuse_pass(ir: PlanIR) -> PlanIR:
 def optimizing_passes(devices, config) -> tuple[Pass, ...]:
     """The compile pipeline of ``SessionConfig(optimize=True)``: folding and
     simplification until neither finds more, then the pattern rewrites, then fusion
-    (CPU-only sessions: on a GPU a fused node would run its members one by one)."""
+    (the gather-reduce rewrite and fusion in CPU-only sessions: on a GPU their nodes
+    would run their members one by one)."""
     fold = fold_pass(devices, config)
     if any(d.device_type != "cpu" for d in devices):
         return (until_stable(fold, simplify_pass), partition_stitch_pass)
-    return (until_stable(fold, simplify_pass), partition_stitch_pass, fuse_pass)
+    return (until_stable(fold, simplify_pass), partition_stitch_pass, gather_reduce_pass,
+            fuse_pass)
 
 
 def compile_ir(fetches: Sequence, feeds: Sequence[Output], devices, config) -> PlanIR:

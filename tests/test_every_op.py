@@ -34,6 +34,8 @@ NO_GRADIENT_YET = {
     "Prod": "TensorFlow's ProdGrad not ported yet (ops/tf_glue_ops.py)",
     "_FusedElementwise": "made by the plan's fusion pass, after gradients are built",
     "_PartitionedSelect": "made by the plan's partition -> stitch rewrite, after gradients",
+    "_GatherScaleSum": "made by the plan's gather -> scale -> segment-sum rewrite, after "
+                       "gradients",
 }
 INTERNAL = ("internal: only the plan's rewrites and gradient rules build it; users have no "
             "builder for it")

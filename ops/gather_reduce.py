@@ -1,0 +1,239 @@
+"""``_GatherScaleSum``: gather rows, scale them, sum them by segment, in one pass.
+
+Made by the plan-time rewrite of runtime/gather_reduce.py, never by users. It
+stands for a graph neural network's message passing (DGL's g-SpMM, PyG's fused
+``propagate``) as TF writes it::
+
+    messages = GatherV2(params, gather_ids, axis=0)      # [E, F...]: one row per edge
+    scaled   = Mul(messages, scale)                       # optional; scale [], [E, 1...] or [E, F...]
+    out      = UnsortedSegmentSum(scaled, segment_ids, n) # or ScatterNd([E, 1] ids, scaled, [n, F...])
+
+which is ``out[segment_ids[e]] += scale[e] * params[gather_ids[e]]`` without the
+two [E, F] tensors. The gradient of such a layer is the same pattern with the ids
+swapped (UnsortedSegmentSum's gradient gathers, GatherV2's is an IndexedSlices
+densified by a ScatterNd), so the rewrite serves both passes of a training step.
+
+The edges are bucketed by segment (a stable counting sort), then each output row is
+summed by one thread, in edge order: every row's sum is the same sequence of
+float additions as the unfused segment sum's, so the result is bit for bit the
+graph's. An id out of range, a shape the pattern does not cover (a scale that
+broadcasts otherwise, a ScatterNd shape that does not match), a dtype numba does
+not compile or an output past the memory limit runs the original nodes' own
+kernels one by one (the attr ``members``), so results and errors are theirs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from graphflow.kernel_context import KernelContext
+from graphflow.memory_limit import limit_outputs
+from graphflow.dtypes import float32, float64
+from graphflow.registry import IntAttr, TypeAttr, register_op
+
+from .fused_elementwise import node_error
+from .intra_op import run_in_chunks
+from .jit import kernel
+
+GatherScaleSum = register_op(
+    "_GatherScaleSum",
+    inputs=["params: T", "gather_ids: Tgather", "scale: S * T", "segment_ids: Tsegment",
+            "size: Tsize"],
+    outputs=["output: T"],
+    attrs={"T": TypeAttr([float32, float64]), "Tgather": TypeAttr(),
+           "Tsegment": TypeAttr(), "Tsize": TypeAttr(), "S": IntAttr(minimum=0)},
+    doc="output[segment_ids[e]] += scale[e] * params[gather_ids[e]] (scale optional: one "
+        "element, [E, 1...] or the gathered rows' shape). 'size' is num_segments (attr "
+        "'reduce' = 'UnsortedSegmentSum': negative segment ids are dropped) or the dense "
+        "shape (attr 'reduce' = 'ScatterNd', [E, 1] segment ids). The attr 'members' holds "
+        "the nodes it stands for, which run instead when a call is not covered.")
+
+#: scale kinds: no scale, one element, one per edge, one per gathered element
+NONE, ONE, PER_EDGE, FULL = 0, 1, 2, 3
+
+
+# -- the compiled loops ------------------------------------------------------------------------
+@kernel
+def _first_bad(ids, bound, negatives_drop):
+    """The index of the first id out of [0, bound) (negative ids allowed when they drop),
+    or -1."""
+    for i in range(ids.shape[0]):
+        j = ids[i]
+        if j >= bound or (j < 0 and not negatives_drop):
+            return i
+    return -1
+
+
+@kernel
+def _bucket_by_segment(ids, n):
+    """``(starts, order)``: the edges of segment r are order[starts[r]:starts[r + 1]], in
+    edge order (a stable counting sort); negative ids are left out."""
+    starts = np.zeros(n + 1, np.int64)
+    for i in range(ids.shape[0]):
+        if ids[i] >= 0:
+            starts[ids[i] + 1] += 1
+    for r in range(n):
+        starts[r + 1] += starts[r]
+    fill = starts[:n].copy()
+    order = np.empty(starts[n], np.int64)
+    for i in range(ids.shape[0]):
+        j = ids[i]
+        if j >= 0:
+            order[fill[j]] = i
+            fill[j] += 1
+    return starts, order
+
+
+@kernel
+def _sum_rows(out, params, gather_ids, scale, kind, starts, order, lo, hi):
+    """out[r] = the sum, in edge order, of scale * params[gather_ids[e]] over the edges e
+    of segment r, for r in [lo, hi)."""
+    width = out.shape[1]
+    for r in range(lo, hi):
+        for c in range(width):
+            out[r, c] = 0
+        for k in range(starts[r], starts[r + 1]):
+            e = order[k]
+            g = gather_ids[e]
+            if kind == NONE:
+                for c in range(width):
+                    out[r, c] += params[g, c]
+            elif kind == FULL:
+                for c in range(width):
+                    out[r, c] += scale[e, c] * params[g, c]
+            else:
+                s = scale[e if kind == PER_EDGE else 0, 0]
+                for c in range(width):
+                    out[r, c] += s * params[g, c]
+
+
+# -- the kernel ------------------------------------------------------------------------------
+@GatherScaleSum.kernel("cpu")
+def _gather_scale_sum(ctx, params, gather_ids, scale, segment_ids, size):
+    fallback = ctx.cache.get("members")
+    if fallback is None:
+        fallback = ctx.cache.setdefault("members", _members_one_by_one(ctx))
+    covered = _covered(ctx, params, gather_ids, scale, segment_ids, size)
+    if covered is None:
+        return fallback(params, gather_ids, scale, segment_ids, size)
+    n, inner, rows, gathered, kind, weights, ids = covered
+    width = rows.shape[1]
+    starts, order = _buckets(ctx, ids, n)
+    out = ctx.empty((n, width), params.dtype)
+
+    def part(lo, hi):
+        _sum_rows(out, rows, gathered, weights, kind, starts, order, lo, hi)
+    run_in_chunks(part, n, 2 * len(order) * width)
+    return out.reshape((n,) + inner)
+
+
+def _buckets(ctx, ids, n: int):
+    """:func:`_bucket_by_segment` of the ids, made once per plan when they are a constant
+    (the edges of a graph)."""
+    if not ctx.attrs["constant_segments"]:
+        return _bucket_by_segment(ids, n)
+    found = ctx.cache.get("buckets")
+    if found is None or found[0] != n:
+        found = ctx.cache["buckets"] = (n, *_bucket_by_segment(ids, n))
+    return found[1:]
+
+
+def _checked(ctx, ids, bound: int, negatives_drop: bool, constant: str) -> bool:
+    """Whether every id is in [0, bound) (or negative, where those drop); known once per
+    plan and bound for constant ids."""
+    if not ctx.attrs[constant]:
+        return _first_bad(ids, bound, negatives_drop) < 0
+    key = (constant, bound)
+    ok = ctx.cache.get(key)
+    if ok is None:
+        ok = ctx.cache[key] = bool(_first_bad(ids, bound, negatives_drop) < 0)
+    return ok
+
+
+def _covered(ctx, params, gather_ids, scale, segment_ids, size):
+    """The operands of the compiled pass, or None when this call is not one it covers."""
+    scatter = ctx.attrs["reduce"] == "ScatterNd"
+    if params.ndim < 1 or params.dtype != np.dtype(ctx.attrs["T"].as_numpy_dtype):
+        return None
+    inner = params.shape[1:]
+    gathered = np.ascontiguousarray(gather_ids).reshape(-1)
+    edges = gathered.shape[0]
+    if gathered.dtype.kind not in "iu" or gather_ids.ndim != 1:
+        return None
+    ids = segment_ids.reshape(-1) if segment_ids.shape == (edges, 1) and scatter \
+        else segment_ids
+    if ids.dtype.kind not in "iu" or ids.shape != (edges,) or np.ndim(size) != (1 if scatter else 0):
+        return None
+    if scatter:
+        if len(size) != 1 + len(inner) or tuple(int(d) for d in size[1:]) != inner:
+            return None
+        n = int(size[0])
+    else:
+        n = int(size)
+    width = math.prod(inner)
+    if n < 0 or not ctx.fits(n * width, params.dtype):
+        return None
+    kind, weights = _scale_kind(scale, edges, inner, params.dtype)
+    if kind is None:
+        return None
+    if not _checked(ctx, gathered, params.shape[0], False, "constant_gather") \
+            or not _checked(ctx, ids, n, not scatter, "constant_segments"):
+        return None  # the members raise it, as the graph would
+    rows = np.ascontiguousarray(params).reshape(params.shape[0], width)
+    return n, inner, rows, gathered, kind, weights, np.ascontiguousarray(ids)
+
+
+def _scale_kind(scale, edges: int, inner: tuple, dtype):
+    """(kind, the scale as a 2-D array) for a scale the pass covers, else (None, None)."""
+    if not scale:
+        return NONE, np.zeros((1, 1), dtype)
+    (s,) = scale
+    rank = 1 + len(inner)
+    if s.dtype != dtype or s.ndim > rank:
+        return None, None
+    if s.size == 1 and edges != 1:
+        return ONE, s.reshape(1, 1)
+    if s.shape == (edges,) + (1,) * len(inner) and len(inner) > 0:
+        return PER_EDGE, np.ascontiguousarray(s).reshape(edges, 1)
+    if s.shape == (edges,) + inner:
+        return FULL, np.ascontiguousarray(s).reshape(edges, math.prod(inner))
+    return None, None
+
+
+def _members_one_by_one(ctx):
+    """The nodes the op stands for, run with their own kernels one after the other (an
+    error names the node that raised it)."""
+    gather, mul, reduce = ctx.attrs["members"]
+    device_type = ctx.device.device_type if ctx.device is not None else "cpu"
+    steps = []
+    for op in (gather, mul, reduce):
+        if op is None:
+            steps.append(None)
+            continue
+        found = op.op_def.find_kernel(device_type, dict(op.attrs))
+        member_ctx = KernelContext(op.name, op.type, op.attrs, device=ctx.device, xp=ctx.xp,
+                                   config=ctx.config, memory_limit=ctx.memory_limit)
+        steps.append((op, limit_outputs(found.fn, op, member_ctx), member_ctx))
+    scale_first = ctx.attrs["scale_first"]
+    axis = np.zeros((), np.dtype(gather.inputs[2].dtype.as_numpy_dtype))
+
+    def call(step, *args):
+        op, fn, member_ctx = step
+        try:
+            return fn(member_ctx, *args)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:  # noqa: BLE001 - re-raised naming the node
+            raise node_error(op, e) from e
+
+    def run(params, gather_ids, scale, segment_ids, size):
+        value = call(steps[0], params, gather_ids, axis)
+        if steps[1] is not None:
+            value = call(steps[1], *((scale[0], value) if scale_first else (value, scale[0])))
+        return call(steps[2], *((segment_ids, value, size) if ctx.attrs["reduce"] == "ScatterNd"
+                                else (value, segment_ids, size)))
+    return run
+
+
+__all__ = ["GatherScaleSum"]
