@@ -79,8 +79,16 @@ def log_softmax_values(xp, logits):
 
 def _shifted_and_sum(xp, logits):
     """TF's two steps: ``logits - max`` and ``sum(exp(logits - max))`` per row."""
+    shifted, _, total = _shifted_exp_sum(xp, logits)
+    return shifted, total
+
+
+def _shifted_exp_sum(xp, logits):
+    """``logits - max``, its exp and the exp's sum per row (the cross-entropies use all
+    three: the exp is computed once)."""
     shifted = _shifted(xp, _wide(logits), finite_peak=False)
-    return shifted, xp.sum(xp.exp(shifted), axis=-1, keepdims=True)
+    e = xp.exp(shifted)
+    return shifted, e, xp.sum(e, axis=-1, keepdims=True)
 
 
 @LogSoftmax.kernel("cpu")
@@ -161,20 +169,21 @@ def _sparse_softmax_xent_shape(ctx):
 def _loss_and_backprop(xp, logits, targets, dtype):
     """TF's kernel: sum(targets * (log(sum) - shifted)) per row, and exp(shifted) / sum -
     targets. A zero target times an infinite term is NaN there, as in TF."""
-    shifted, total = _shifted_and_sum(xp, logits)
+    shifted, e, total = _shifted_exp_sum(xp, logits)
     with np.errstate(invalid="ignore"):
         loss = xp.sum(targets * (xp.log(total) - shifted), axis=-1)
-    return [loss.astype(dtype, copy=False),
-            (xp.exp(shifted) / total - targets).astype(dtype, copy=False)]
+    e /= total
+    e -= targets
+    return [loss.astype(dtype, copy=False), e.astype(dtype, copy=False)]
 
 
 def _sparse_loss_and_backprop(xp, logits, labels, dtype):
     """TF's sparse kernel: log(sum) - shifted[label] per row (only the label's logit
     counts), and exp(shifted) / sum - one_hot(label)."""
-    shifted, total = _shifted_and_sum(xp, logits)
+    shifted, backprop, total = _shifted_exp_sum(xp, logits)
     rows = xp.arange(labels.shape[0])
     loss = xp.log(total[:, 0]) - shifted[rows, labels]
-    backprop = xp.exp(shifted) / total
+    backprop /= total
     backprop[rows, labels] -= 1
     return [loss.astype(dtype, copy=False), backprop.astype(dtype, copy=False)]
 
