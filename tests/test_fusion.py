@@ -327,6 +327,29 @@ def test_the_dense_math_rules_fuse_bit_for_bit(scope, dtype):
     _exact(scope, fetches, {x: values})
 
 
+@pytest.mark.parametrize("dtype", FLOATS + [np.int8, np.int64])
+def test_the_correctly_rounded_rules_fuse_bit_for_bit(scope, dtype):
+    """Sqrt, Rsqrt, Reciprocal, Round, Softsign, SquaredDifference and Sign fused give
+    their kernels' bits on special values and on 4096 random ones (rounding cases)."""
+    rng = np.random.default_rng(7)
+    if np.dtype(dtype).kind == "f":
+        values = np.concatenate([np.array(special_values(dtype) + [2.5, -2.5, 0.5, -1.5],
+                                          dtype),
+                                 (rng.standard_normal(4096) * 100).astype(dtype)])
+    else:
+        info = np.iinfo(dtype)
+        values = np.array([info.min, -7, -1, 0, 1, 7, info.max], dtype)
+    x = scope.placeholder(gf.as_dtype(dtype), shape=[None])
+    one = np.array(1, dtype)
+    fetches = [scope.add(scope.sign(x), one)]
+    if np.dtype(dtype).kind == "f":
+        shifted = scope.add(x, one)
+        fetches += [scope.add(op(x), one) for op in (
+            scope.sqrt, scope.rsqrt, scope.reciprocal, scope.round, gf.nn.softsign)]
+        fetches.append(scope.add(scope.squared_difference(x, shifted), one))
+    _exact(scope, fetches, {x: values})
+
+
 def test_integer_wraparound_and_casts_bit_for_bit(scope):
     fetches = []
     feeds = {}
