@@ -50,6 +50,7 @@ from graphflow.dtypes import INDEX_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, float
 from graphflow.errors import InvalidArgumentError
 from graphflow.graph import Output
 from graphflow.inference import constant_value
+from graphflow.lowering import Lowering, dtype_literal, shape_literal
 from graphflow.registry import TypeAttr, register_op
 from graphflow.scope import Scope
 from graphflow.shapes import TensorShape, debug_string
@@ -117,6 +118,28 @@ def _fold_min(out, ids, rows):
 
 _FOLDS = {SUM: _fold_sum, PROD: _fold_prod, MAX: _fold_max, MIN: _fold_min}
 _UFUNCS = {SUM: np.add, PROD: np.multiply}
+_OPCODES = {SUM: 0, PROD: 1, MAX: 2, MIN: 3}
+
+
+@kernel
+def checked_fold(out, ids, rows, opcode):
+    """:data:`_FOLDS`' fold ``opcode`` (:data:`_OPCODES`) after checking every id against
+    the segment count: False, with nothing written, when one is >= it (negatives drop).
+    One compiled call checks and folds: what a small segment sum costs (lean kernels,
+    compiled segments)."""
+    bound = out.shape[0]
+    for i in range(ids.shape[0]):
+        if ids[i] >= bound:
+            return False
+    if opcode == 0:
+        _fold_sum(out, ids, rows)
+    elif opcode == 1:
+        _fold_prod(out, ids, rows)
+    elif opcode == 2:
+        _fold_max(out, ids, rows)
+    else:
+        _fold_min(out, ids, rows)
+    return True
 
 
 def fold_rows(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, op: str) -> None:
@@ -220,7 +243,63 @@ def _unsorted_op(name: str, op: str, types, doc: str):
     @definition.kernel("gpu")
     def _gpu(ctx, data, segment_ids, num_segments, _op=op):
         return _unsorted_segment_gpu(ctx, data, segment_ids, num_segments, _op)
+
+    definition.prepare("cpu")(functools.partial(_prepare_unsorted, op=op, full=_cpu))
+    definition.lower("cpu")(functools.partial(_lower_unsorted, op=op))
     return definition
+
+
+def _static_unsorted(spec):
+    """``(rows, width, num_segments, out_shape)`` of an unsorted segment op whose shapes
+    and segment count the plan knows and whose dtype numba folds, else None."""
+    data, ids, num = spec.shape(0), spec.shape(1), spec.value(2)
+    dtype = spec.dtype(0)
+    if data is None or ids is None or num is None or np.ndim(num) != 0 or int(num) < 0 \
+            or not jittable(dtype) or tuple(data[:len(ids)]) != tuple(ids):
+        return None
+    inner = tuple(data[len(ids):])
+    n = int(num)
+    return math.prod(ids), math.prod(inner), n, (n,) + inner
+
+
+def _prepare_unsorted(spec, op: str, full):
+    """Static shapes and segment count: one compiled call checks the ids and folds into
+    a buffer filled with the identity; a bad id runs the full kernel (its error)."""
+    static = _static_unsorted(spec)
+    if static is None:
+        return None
+    rows, width, n, out_shape = static
+    dtype = spec.dtype(0)
+    new, identity, opcode = spec.allocator((n, width), dtype), unsorted_identity(op, dtype), \
+        _OPCODES[op]
+
+    def lean(ctx, data, segment_ids, num_segments):
+        out = new()
+        out.fill(identity)
+        if checked_fold(out, np.ascontiguousarray(segment_ids).reshape(-1),
+                        np.ascontiguousarray(data).reshape(rows, width), opcode):
+            return out.reshape(out_shape)
+        return full(ctx, data, segment_ids, num_segments)
+    return lean
+
+
+def _lower_unsorted(spec, op: str) -> Lowering | None:
+    """The same inside a compiled segment; a bad id sets ``{ok}`` False."""
+    static = _static_unsorted(spec)
+    dtype = spec.dtype(0)
+    if static is None or not spec.small_output(static[3], dtype):
+        return None
+    rows, width, n, out_shape = static
+    identity = np.asarray(unsorted_identity(op, dtype)).item()
+    if isinstance(identity, int) and identity > np.iinfo(np.int64).max:
+        return None  # uint64's highest: no literal numba types as uint64
+    return Lowering("\n".join([
+        f"{{t}}out = np.full(({n}, {width}), {identity!r}, {dtype_literal(dtype)})",
+        f"if not {{fold}}({{t}}out, np.ascontiguousarray({{i1}}).reshape(-1), "
+        f"np.ascontiguousarray({{i0}}).reshape(({rows}, {width})), {_OPCODES[op]}):",
+        "    {ok} = False",
+        f"{{o0}} = {{t}}out.reshape({shape_literal(out_shape)})"]),
+        {"fold": checked_fold})
 
 
 def _unsorted_shape(ctx) -> TensorShape:

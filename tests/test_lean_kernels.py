@@ -186,3 +186,20 @@ def test_the_sparse_step_uses_lean_kernels_and_adds_two_gradients_in_its_fused_r
         got = sess.run(table.read())
         assert np.allclose(got[1], 0.9 ** 3) and np.allclose(got[5], 0.95 ** 3)
         assert np.allclose(got[[0, 2, 3, 4, 6]], 1.0)
+
+
+@pytest.mark.parametrize("ids", [[2, 0, 2, -1, 1], [2, 0, 3, 1, 1]], ids=["good", "bad"])
+@pytest.mark.parametrize("op", ["sum", "max", "min", "prod"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint64, np.float16])
+def test_unsorted_segment_lean_equals_full(op, dtype, ids):
+    data = (np.arange(15) % 7 - 3).astype(dtype).reshape(5, 3)
+    if np.dtype(dtype).kind == "f":
+        data[1, 1] = np.nan
+
+    def build(s):
+        d = s.placeholder(gf.as_dtype(dtype), shape=data.shape)
+        i = s.placeholder(gf.int32, shape=[5])
+        return getattr(s, f"unsorted_segment_{op}")(d, i, 3), [d, i]
+    outcomes = _run_both(build, [data, np.array(ids, np.int32)])
+    _assert_same(outcomes)
+    assert outcomes[0][0] == ("ok" if ids[2] != 3 else "error")

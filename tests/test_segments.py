@@ -367,3 +367,21 @@ def test_a_segment_locks_its_variables_in_name_order():
     _assert_same(got, want)
     (segment,) = [seg for seg in segments if seg.runs]
     assert [v[0] for v in segment.variables] == ["alpha", "zeta"]
+
+
+@pytest.mark.parametrize("ids", [[2, 0, 2, -1, 1], [2, 0, 3, 1, 1]], ids=["good", "bad"])
+@pytest.mark.parametrize("op", ["sum", "max", "min", "prod"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_unsorted_segment_ops_in_a_segment(op, dtype, ids):
+    """Lowered: the identity-filled fold in index order; an id >= num_segments is the
+    kernel's error, a negative one drops."""
+    data = (np.arange(10) % 7 - 3).astype(dtype).reshape(5, 2)
+    segment_ids = np.array(ids, np.int32)
+
+    def build(s):
+        d = s.placeholder(gf.as_dtype(dtype), shape=data.shape)
+        i = s.placeholder(gf.int32, shape=[5])
+        y = getattr(s, f"unsorted_segment_{op}")(_around(s, d, dtype), i, 3)
+        return _around(s, y, dtype), [d, i], None
+    got = _check(build, [data, segment_ids], compiled=ids[2] != 3)
+    assert [k for k, _ in got] == ["ok" if ids[2] != 3 else "error"] * CALLS
