@@ -236,6 +236,73 @@ def _sparse_softmax_xent(ctx, features, labels):
     return _sparse_loss_and_backprop(xp, features, labels, features.dtype)
 
 
+# -- lean kernels: a static shape, rows that are not empty, float32 or float64 ----------------
+def _lean_shape(spec, rank: int | None = None):
+    """The logits' static shape when a lean kernel serves it, else None."""
+    shape, dtype = spec.shape(0), spec.dtype(0)
+    if shape is None or not shape or 0 in shape or dtype not in (np.float32, np.float64) \
+            or (rank is not None and len(shape) != rank):
+        return None
+    return shape
+
+
+@Softmax.prepare("cpu")
+def _prepare_softmax(spec):
+    """The kernel's steps into one buffer; a row with an infinite peak (the kernel's
+    special case) runs the kernel."""
+    shape = _lean_shape(spec)
+    if shape is None:
+        return None
+    new = spec.allocator(shape, spec.dtype(0))
+
+    def lean(ctx, logits):
+        peak = logits.max(axis=-1, keepdims=True)
+        if not np.isfinite(peak).all():
+            return _softmax(ctx, logits)
+        e = np.subtract(logits, peak, out=new())
+        np.exp(e, out=e)
+        e /= e.sum(axis=-1, keepdims=True)
+        return e
+    return lean
+
+
+@LogSoftmax.prepare("cpu")
+def _prepare_log_softmax(spec):
+    shape = _lean_shape(spec)
+    if shape is None:
+        return None
+    new = spec.allocator(shape, spec.dtype(0))
+
+    def lean(ctx, logits):
+        shifted = np.subtract(logits, logits.max(axis=-1, keepdims=True), out=new())
+        shifted -= np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+        return shifted
+    return lean
+
+
+@SparseSoftmaxCrossEntropyWithLogits.prepare("cpu")
+def _prepare_sparse_softmax_xent(spec):
+    """Static [batch, classes] logits and [batch] labels: the labels' bounds in two
+    reductions, then the kernel's arithmetic; a bad label runs the kernel (its error)."""
+    shape, labels = _lean_shape(spec, rank=2), spec.shape(1)
+    if shape is None or labels != shape[:1]:
+        return None
+    batch, classes = shape
+    rows = np.arange(batch)
+
+    def lean(ctx, features, labels):
+        if labels.min() < 0 or labels.max() >= classes:
+            return _sparse_softmax_xent(ctx, features, labels)
+        shifted = features - features.max(axis=-1, keepdims=True)
+        backprop = np.exp(shifted)
+        total = backprop.sum(axis=-1, keepdims=True)
+        loss = np.log(total[:, 0]) - shifted[rows, labels]
+        backprop /= total
+        backprop[rows, labels] -= 1
+        return [loss, backprop]
+    return lean
+
+
 def _row_times(s, per_row, matrix):
     """``per_row[:, None] * matrix``."""
     return s.mul(s.expand_dims(per_row, -1), matrix)

@@ -203,3 +203,33 @@ def test_unsorted_segment_lean_equals_full(op, dtype, ids):
     outcomes = _run_both(build, [data, np.array(ids, np.int32)])
     _assert_same(outcomes)
     assert outcomes[0][0] == ("ok" if ids[2] != 3 else "error")
+
+
+@pytest.mark.parametrize("case", ["plain", "inf_peak", "nan", "bad_label", "neg_label"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_softmax_family_lean_equals_full(dtype, case):
+    logits = (np.arange(12) % 5 - 2).astype(dtype).reshape(4, 3) * dtype(1.7)
+    labels = np.array([0, 2, 1, 2], np.int32)
+    if case == "inf_peak":
+        logits[1, 0], logits[2] = np.inf, -np.inf
+    elif case == "nan":
+        logits[3, 1] = np.nan
+    elif case == "bad_label":
+        labels[2] = 3
+    elif case == "neg_label":
+        labels[0] = -1
+    for build in (lambda s, x, y: s.softmax(x), lambda s, x, y: gf.nn.log_softmax(x),
+                  lambda s, x, y: s.sparse_softmax_cross_entropy_with_logits(labels=y,
+                                                                            logits=x)):
+        def graph(s, build=build):
+            x = s.placeholder(gf.as_dtype(dtype), shape=logits.shape)
+            y = s.placeholder(gf.int32, shape=labels.shape)
+            return build(s, x, y), [x, y]
+        outcomes = _run_both(graph, [logits, labels])
+        (kind_a, a), (kind_b, b) = outcomes
+        assert kind_a == kind_b
+        if kind_a == "error":
+            assert a == b
+            continue
+        for got, want in zip(*(v if isinstance(v, list) else [v] for v in (a, b))):
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
