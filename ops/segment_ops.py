@@ -448,7 +448,90 @@ def _sorted_op(name: str, op: str, types, doc: str):
     @definition.kernel("gpu")
     def _gpu(ctx, data, segment_ids, _op=op):
         return _sorted_segment_gpu(ctx, data, segment_ids, _op)
+
+    definition.prepare("cpu")(functools.partial(_prepare_sorted, op=op, full=_cpu))
     return definition
+
+
+@kernel
+def _sorted_fold(out, ids, rows, opcode, start, gap, mean, integer):
+    """The sorted kernel in one pass, for ids already known to be sorted and in
+    [0, len(out)): each run of equal ids folded in order from ``start`` (a run of one
+    row is that row), a mean divided by the count (integers truncate toward zero), and
+    the rows no id names set to ``gap``."""
+    m, width = rows.shape
+    done = 0  # the output rows written so far
+    i = 0
+    while i < m:
+        seg = ids[i]
+        j = i + 1
+        while j < m and ids[j] == seg:
+            j += 1
+        for g in range(done, seg):
+            for c in range(width):
+                out[g, c] = gap
+        for c in range(width):
+            if j - i == 1:
+                out[seg, c] = rows[i, c]
+                continue
+            out[seg, c] = start
+            for k in range(i, j):
+                d = rows[k, c]
+                if opcode == 0:
+                    out[seg, c] += d
+                elif opcode == 1:
+                    out[seg, c] *= d
+                elif opcode == 2:
+                    if not d < out[seg, c]:
+                        out[seg, c] = d
+                elif not out[seg, c] < d:
+                    out[seg, c] = d
+            if mean and integer:  # C++'s division truncates toward zero
+                q = out[seg, c] // (j - i)
+                if q < 0 and q * (j - i) != out[seg, c]:
+                    q += 1
+                out[seg, c] = q
+            elif mean:
+                out[seg, c] = out[seg, c] / (j - i)
+        done = seg + 1
+        i = j
+    for g in range(done, out.shape[0]):
+        for c in range(width):
+            out[g, c] = gap
+
+
+@kernel
+def _sorted_in_range(ids, rows):
+    """Whether ``ids`` never decrease and lie in [0, rows)."""
+    for i in range(ids.shape[0]):
+        if ids[i] < 0 or ids[i] >= rows or (i and ids[i] < ids[i - 1]):
+            return False
+    return True
+
+
+def _prepare_sorted(spec, op: str, full):
+    """Static shapes and a dtype numba folds: the ids checked and the segments folded in
+    two compiled calls (a bad id runs the full kernel: its error)."""
+    data, ids = spec.shape(0), spec.shape(1)
+    dtype = spec.dtype(0)
+    if data is None or ids is None or len(ids) != 1 or not data or data[0] != ids[0] \
+            or not jittable(dtype) or ids[0] == 0:
+        return None
+    inner = tuple(data[1:])
+    width, m = math.prod(inner), data[0]
+    reduce_op = SUM if op == "mean" else op
+    start, gap = sorted_start(reduce_op, dtype), dtype.type(1 if op == PROD else 0)
+    opcode, mean, integer = _OPCODES[reduce_op], op == "mean", dtype.kind in "iu"
+
+    def lean(ctx, values, segment_ids):
+        n = int(segment_ids[-1]) + 1
+        if not _sorted_in_range(segment_ids, n) or not ctx.fits(n * width, dtype):
+            return full(ctx, values, segment_ids)
+        out = ctx.empty((n, width), dtype)
+        _sorted_fold(out, segment_ids, np.ascontiguousarray(values).reshape(m, width), opcode,
+                     start, gap, mean, integer)
+        return out.reshape((n,) + inner)
+    return lean
 
 
 def _sorted_shape(ctx) -> TensorShape:

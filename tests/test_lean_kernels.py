@@ -233,3 +233,23 @@ def test_softmax_family_lean_equals_full(dtype, case):
             continue
         for got, want in zip(*(v if isinstance(v, list) else [v] for v in (a, b))):
             assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+SORTED_IDS = {"runs": [0, 0, 2, 2, 2, 3], "gap_first": [1, 1, 1, 3, 4, 4], "one": [0] * 6,
+              "singles": [0, 1, 2, 3, 4, 5], "decreasing": [0, 2, 1, 3, 3, 4],
+              "negative": [-1, 0, 0, 1, 1, 2], "negative_last": [0, 0, 1, 1, 2, -1]}
+
+
+@pytest.mark.parametrize("ids", sorted(SORTED_IDS))
+@pytest.mark.parametrize("op", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint8, np.float16])
+def test_sorted_segment_lean_equals_full(op, dtype, ids):
+    data = (np.arange(12) % 7 - 3).astype(dtype).reshape(6, 2)
+    if np.dtype(dtype).kind == "f":
+        data[2, 1], data[0, 0] = np.nan, -0.0
+
+    def build(s):
+        d = s.placeholder(gf.as_dtype(dtype), shape=data.shape)
+        i = s.placeholder(gf.int64, shape=[6])
+        return getattr(s, f"segment_{op}")(d, i), [d, i]
+    _assert_same(_run_both(build, [data, np.array(SORTED_IDS[ids], np.int64)]))
