@@ -17,6 +17,7 @@ from graphflow.graph import Graph, Operation, Output
 from graphflow.traversal import reachable
 
 from . import onnx_lowering_math  # noqa: F401  (files the math and nn ops' lowerings)
+from . import onnx_lowering_random  # noqa: F401  (files the random ops' lowerings)
 from .onnx_lowering import CHECKS, LOWERINGS, Emitter, elem_type
 
 #: The ONNX opsets this exporter writes (ScatterND's min/max reductions need 18).
