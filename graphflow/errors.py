@@ -95,6 +95,12 @@ class UnavailableError(OpError):
     the cluster died during the run; a later run may succeed."""
 
 
+class DeadlineExceededError(OpError):
+    """The run did not finish before its deadline (TensorFlow's DEADLINE_EXCEEDED:
+    ``RunOptions(timeout_in_ms=...)``, ``SessionConfig(operation_timeout_in_ms=...)``);
+    a cluster run that times out is rolled back."""
+
+
 class InternalError(OpError):
     """A kernel failed in a way that is a bug in graphflow or in a user kernel."""
 
@@ -126,4 +132,5 @@ __all__ = [
     "node_error", "OpError", "InvalidArgumentError", "InvalidDTypeError", "NotFoundError",
     "UnimplementedError", "FailedPreconditionError", "ResourceExhaustedError",
     "CancelledError", "InternalError", "DataLossError", "AbortedError", "UnavailableError",
+    "DeadlineExceededError",
 ]

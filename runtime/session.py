@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from threading import get_ident
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,7 @@ from .feeds import feed_checker
 from .passes import prune
 from .placer import require_local_devices
 from .resources import ResourceStore
-from .tracing import RunMetadata, RunOptions
+from .tracing import RunMetadata, RunOptions, checked_timeout
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,11 @@ class SessionConfig:
     optimize: apply plan-time rewrites (runtime/partition_stitch.py); results are the same.
     cluster: a ``distributed.Client``: ops run on the cluster's tasks
         (``/job:worker/task:K`` is its K-th worker by name; runtime/distributed/).
-        The Session never closes the client.
+        The Session never closes the client. Without ``memory_limit_bytes`` each task
+        is held to its own worker's memory limit.
+    operation_timeout_in_ms: every run's deadline (0: none; ``RunOptions.timeout_in_ms``
+        overrides it per run): a cluster run past it is rolled back and raises
+        DeadlineExceededError.
     """
 
     inter_op_threads: int | None = None
@@ -56,8 +61,11 @@ class SessionConfig:
     memory_limit_bytes: int | None = None
     optimize: bool = True
     cluster: Any = None
+    operation_timeout_in_ms: int = 0
     #: whether intra_op_threads was given (else a serial run may use every core)
     intra_op_threads_given: bool = field(default=False, init=False, repr=False, compare=False)
+    #: whether memory_limit_bytes was given (else a cluster task takes its worker's limit)
+    memory_limit_given: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         for name in _BOOL_FIELDS:
@@ -75,6 +83,9 @@ class SessionConfig:
                 object.__setattr__(self, name, int(value))
         if self.inter_op_threads is None:
             object.__setattr__(self, "inter_op_threads", os.cpu_count() or 1)
+        object.__setattr__(self, "memory_limit_given", self.memory_limit_bytes is not None)
+        object.__setattr__(self, "operation_timeout_in_ms", checked_timeout(
+            self.operation_timeout_in_ms, "SessionConfig.operation_timeout_in_ms"))
         if self.memory_limit_bytes is None:
             object.__setattr__(self, "memory_limit_bytes", _physical_memory())
         if self.inter_op_threads < 1:
@@ -194,6 +205,10 @@ def _as_feed_key(graph: Graph, key: Any) -> Output:
     return out
 
 
+def _timeout_of(options: RunOptions | None) -> int:
+    return 0 if options is None else options.timeout_in_ms
+
+
 def _check_run_options(options: Any, run_metadata: Any) -> bool:
     """Whether a run with these ``options`` is traced; TypeError for arguments of the
     wrong kind (as TensorFlow's protos refuse them)."""
@@ -298,7 +313,7 @@ class Session:
         return me in self._running or me in self._pool_threads
 
     def _execute(self, plan: Plan, values: Sequence, run_metadata: RunMetadata | None = None,
-                 trace: bool = False) -> list:
+                 trace: bool = False, timeout_ms: int = 0) -> list:
         """Run ``plan``; ``run_metadata`` then holds this run only (its events, when
         traced), as TensorFlow replaces a RunMetadata passed to several runs. Counts the
         run in flight (``close()`` waits for it) and refuses a run from inside a kernel
@@ -315,6 +330,10 @@ class Session:
             self._active_runs += 1
         events = RunMetadata() if trace else None
         try:
+            if self._cluster is not None:
+                timeout_ms = timeout_ms or self.config.operation_timeout_in_ms
+                return plan.run(values, None, events, deadline=time.monotonic() + timeout_ms / 1e3
+                                if timeout_ms else None)
             return plan.run(values, self._thread_pool() if plan.parallel else None, events)
         finally:
             with self._lock:
@@ -347,7 +366,8 @@ class Session:
             feeds[out] = feed_checker(out)(value)
         order = sorted(feeds, key=lambda o: (o.op.position, o.index))
         plan = self._plan(mapper.flat, order)
-        return mapper.build(self._execute(plan, [feeds[o] for o in order], run_metadata, trace))
+        return mapper.build(self._execute(plan, [feeds[o] for o in order], run_metadata, trace,
+                                          _timeout_of(options)))
 
     def make_callable(self, fetches: Any, feed_list: Sequence | None = None,
                       accept_options: bool = False) -> Callable:
@@ -387,7 +407,7 @@ class Session:
                     f"This callable takes {len(checkers)} feed values, got {len(values)}")
             trace = _check_run_options(options, run_metadata)
             results = self._execute(plan, [c(v) for c, v in zip(checkers, values)],
-                                    run_metadata, trace)
+                                    run_metadata, trace, _timeout_of(options))
             return results[0] if single else mapper.build(results)
         return call_with_options if accept_options else call
 

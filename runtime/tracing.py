@@ -14,15 +14,30 @@ import numpy as np
 
 @dataclass(frozen=True)
 class RunOptions:
-    """Options for one ``Session.run``: ``trace=True`` fills the RunMetadata."""
+    """Options for one ``Session.run``: ``trace=True`` fills the RunMetadata;
+    ``timeout_in_ms`` > 0 is the run's deadline (TensorFlow's), overriding
+    ``SessionConfig.operation_timeout_in_ms``: a cluster run past it is rolled back and
+    raises DeadlineExceededError (a local run's kernels are not interrupted)."""
 
     trace: bool = False
+    timeout_in_ms: int = 0
 
     def __post_init__(self):
         if not isinstance(self.trace, (bool, np.bool_)):
             raise TypeError(f"RunOptions.trace must be a bool, got {type(self.trace).__name__} "
                             f"{self.trace!r}")
         object.__setattr__(self, "trace", bool(self.trace))
+        object.__setattr__(self, "timeout_in_ms", checked_timeout(self.timeout_in_ms,
+                                                                  "RunOptions.timeout_in_ms"))
+
+
+def checked_timeout(value: Any, what: str) -> int:
+    """A timeout in ms: an int >= 0 (0: none)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be an int, got {type(value).__name__} {value!r}")
+    if value < 0:
+        raise ValueError(f"{what} must be >= 0 (0: no deadline), got {value}")
+    return int(value)
 
 
 @dataclass

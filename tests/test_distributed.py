@@ -263,8 +263,8 @@ def _set_orphan_grace(seconds):
 
 def test_journal_of_a_run_whose_client_left_is_freed(scope, dask_client, monkeypatch):
     """A client that leaves after its stages ran but before it committed: once the
-    scheduler releases its futures, each worker drops the run's journal (its writes
-    stay) instead of keeping it forever."""
+    scheduler releases its futures, each worker rolls the run back and drops its journal
+    instead of keeping it forever (a run commits only when its client says so)."""
     distributed = pytest.importorskip("distributed")
     from graphflow.runtime.distributed.plan import DistributedPlan
     v = scope.with_device(W1).variable(np.zeros(2, np.float32), name="orphan_v")
@@ -290,7 +290,7 @@ def test_journal_of_a_run_whose_client_left_is_freed(scope, dask_client, monkeyp
         dask_client.run(_set_orphan_grace, next(iter(before.values())))
     monkeypatch.undo()
     with gf.Session(scope.graph, gf.SessionConfig(cluster=dask_client)) as sess:
-        np.testing.assert_array_equal(sess.run(v.read()), [1, 1])  # its writes stay
+        np.testing.assert_array_equal(sess.run(v.read()), [0, 0])  # rolled back
 
 
 def _set_replace_wait(seconds):

@@ -147,7 +147,11 @@ class ClusterView:
 
     def refresh(self) -> dict[Task, str]:
         """Read the task map and the workers' incarnations from the scheduler now."""
-        workers = self.client.scheduler_info()["workers"]
+        workers = self.client.scheduler_info().get("workers")
+        if workers is None:
+            raise UnavailableError(
+                f"The cluster's scheduler ({getattr(self.client.scheduler, 'address', None)}) "
+                f"is unreachable: no task can run. Run again once the client has reconnected")
         with self._lock:
             known = list(self._names)
         found = task_map(workers, known)
@@ -251,8 +255,14 @@ class ClusterView:
             return [a for a in addresses if a in self._left]
 
     def check_alive(self, addresses) -> list[str]:
-        """Those of ``addresses`` the scheduler does not list now (asks it)."""
-        workers = self.client.scheduler_info()["workers"]
+        """Those of ``addresses`` the scheduler does not list now (asks it);
+        UnavailableError when the client has lost the scheduler (its info is empty)."""
+        workers = self.client.scheduler_info().get("workers")
+        if workers is None:
+            raise UnavailableError(
+                f"The cluster's scheduler ({getattr(self.client.scheduler, 'address', None)}) "
+                f"is unreachable: the run cannot finish. Run again once the client has "
+                f"reconnected")
         missing = [a for a in addresses if a not in workers]
         with self._lock:
             self._left.update(missing)

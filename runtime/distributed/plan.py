@@ -34,8 +34,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from graphflow.errors import (AbortedError, FailedPreconditionError, InternalError,
-                              InvalidArgumentError, OpError, UnavailableError,
+from graphflow.errors import (AbortedError, DeadlineExceededError, FailedPreconditionError,
+                              InternalError, InvalidArgumentError, OpError, UnavailableError,
                               UnimplementedError)
 from graphflow.graph import Graph, Operation, Output
 
@@ -65,7 +65,9 @@ class ClusterSession:
         self.view: ClusterView = cluster_view(config.cluster)
         self.worker_config = replace(  # intra_op_threads kept as given (None: the default)
             config, cluster=None, inter_op_threads=1,
-            intra_op_threads=config.intra_op_threads if config.intra_op_threads_given else None)
+            intra_op_threads=config.intra_op_threads if config.intra_op_threads_given else None,
+            # not given: each task is held to its own worker's limit (worker.worker_limited)
+            memory_limit_bytes=config.memory_limit_bytes if config.memory_limit_given else None)
         self.token = self.view.token + uuid.uuid4().hex[:8]  # the view's names its lease
         self._runs = itertools.count()
         self.seen: dict[Task, str | None] = {}  # incarnation of each stateful task's worker
@@ -85,6 +87,23 @@ class ClusterSession:
             with self._commits_done:
                 plan = self._plans.setdefault(key, plan)
         return plan
+
+    def cluster_error(self, err: BaseException) -> OpError:
+        """What Dask (or asyncio under it) raised during a run, as the OpError a user
+        sees: the client closed (ClosedClientError, "IOLoop is closed", a cancelled
+        future): FailedPreconditionError; a connection lost (a worker dying, the
+        scheduler gone: CommClosedError, OSError, a timeout): UnavailableError; anything
+        else an InternalError naming it."""
+        name = type(err).__name__
+        client = self.view.client
+        if client.status not in ("running", "connecting", "newly-created"):
+            return FailedPreconditionError(
+                f"The Session's cluster client ({client.id}) is {client.status}: the run was "
+                f"stopped ({name}: {err}). Make a Session with an open distributed.Client")
+        if isinstance(err, (OSError, TimeoutError)) or name in _LOST_CONNECTION:
+            return UnavailableError(f"The run lost its connection to the cluster ({name}: "
+                                    f"{err}); run again once the cluster is healthy")
+        return InternalError(f"The cluster run failed: {name}: {err}")
 
     def check_client(self) -> None:
         """FailedPreconditionError if the Client this Session runs on was closed (dask's
@@ -313,8 +332,22 @@ class DistributedPlan:
         return ("route", *self._reached_by(fetch, None))
 
     # -- running ------------------------------------------------------------------------------
-    def run(self, feed_values: Sequence, pool=None, metadata: RunMetadata | None = None) -> list:
-        """Run every stage once; the fetched values, as a local Plan returns them."""
+    def run(self, feed_values: Sequence, pool=None, metadata: RunMetadata | None = None,
+            deadline: float | None = None) -> list:
+        """Run every stage once; the fetched values, as a local Plan returns them. Every
+        error is an OpError: what Dask raises (a closed client, a lost scheduler, a comm
+        closed by a dying worker) is mapped by ``ClusterSession.cluster_error``.
+        ``deadline`` (time.monotonic()): past it the run is rolled back and raises
+        DeadlineExceededError."""
+        try:
+            return self._run(feed_values, metadata, deadline)
+        except OpError:
+            raise
+        except Exception as e:  # noqa: BLE001 - Dask's and asyncio's errors, mapped
+            raise self.session.cluster_error(e) from e
+
+    def _run(self, feed_values: Sequence, metadata: RunMetadata | None,
+             deadline: float | None) -> list:
         if self.sent_values:
             feed_values = [*feed_values, *self.sent_values]
         if not self.stages:
@@ -326,19 +359,35 @@ class DistributedPlan:
         expected = session.check_restarts(addresses, self.stateful)
         run_id = session.next_run()
         feeds = self._feeds(client, feed_values, addresses)
-        stage_futures, route_futures, everything = self._submit(
-            client, run_id, addresses, expected, metadata is not None, feeds)
+        submitted: list = []
+        try:
+            stage_futures, route_futures, everything = self._submit(
+                client, run_id, addresses, expected, metadata is not None, feeds, submitted)
+        except BaseException:
+            self._abandon(client, run_id, addresses, submitted)
+            raise
         fetched = self._settle(client, run_id, addresses, stage_futures,
                                [route_futures[k] for k in self.client_routes], everything,
-                               metadata)
+                               metadata, deadline)
         by_route = dict(zip(self.client_routes, fetched))
         return [self._fetched(step, by_route, feed_values) for step in self.fetch_plan]
 
+    def _abandon(self, client, run_id: str, addresses: dict[Task, str], submitted: list) -> None:
+        """A run whose submission failed part way: cancel what was submitted and roll it
+        back where it may have written, as far as the cluster still answers (a client
+        that is gone leaves it to the workers: OrphanJournals rolls it back)."""
+        try:
+            if submitted:
+                client.cancel(submitted)
+            self._finish(run_id, addresses, commit=False)
+        except Exception as e:  # noqa: BLE001 - the caller raises the submission's error
+            _log.debug("Run %s: abandoning it failed: %s: %s", run_id, type(e).__name__, e)
+
     def _submit(self, client, run_id: str, addresses: dict[Task, str], expected: dict,
-                trace: bool, feeds: dict) -> tuple[list, dict[int, Any], list]:
+                trace: bool, feeds: dict, submitted: list) -> tuple[list, dict[int, Any], list]:
         """Every stage (and the lock chain, where it falls in ``order``) submitted to its
         worker: the stage futures in stage order, the route futures, and every future
-        of the run."""
+        of the run (each also appended to ``submitted`` as soon as it exists)."""
         session = self.session
         lock_futures: dict[Task, Any] = {}
         route_futures: dict[int, Any] = {}
@@ -346,6 +395,7 @@ class DistributedPlan:
         for position, i in enumerate(self.order):
             if position == len(self.before_locks):  # the stages the writers need are in
                 lock_futures = self._lock_chain(client, run_id, addresses, route_futures)
+                submitted.extend(lock_futures.values())
             s, spec, layout = self.stages[i], self.specs[i], self.arguments[i]
             address = addresses[s.task]
             args = [route_futures[k] if kind == "route" else feeds[(k, address)]
@@ -357,11 +407,13 @@ class DistributedPlan:
                 *args, key=f"graphflow-stage-{run_id}-{s.index}", workers=[address],
                 allow_other_workers=False, pure=False)
             by_index[i] = future
+            submitted.append(future)
             for k in self.routes_from[s.index]:
                 picks = self.routes[k].picks
                 route_futures[k] = future if picks is None else client.submit(
                     pick, future, picks, key=f"graphflow-pick-{run_id}-{k}",
                     workers=[address], allow_other_workers=False, pure=False)
+                submitted.append(route_futures[k])
         stage_futures = [by_index[i] for i in range(len(self.stages))]
         everything = stage_futures + [f for f in route_futures.values()
                                       if all(f is not g for g in stage_futures)]
@@ -369,11 +421,12 @@ class DistributedPlan:
         return stage_futures, route_futures, everything
 
     def _settle(self, client, run_id: str, addresses: dict[Task, str], stage_futures: list,
-                client_futures: list, everything: list, metadata: RunMetadata | None) -> list:
+                client_futures: list, everything: list, metadata: RunMetadata | None,
+                deadline: float | None = None) -> list:
         """Wait for the run, then commit it and return what the client fetches; or cancel
         it, take back its writes and raise why it failed."""
         try:
-            failed = self._wait(everything, stage_futures, addresses)
+            failed = self._wait(everything, stage_futures, addresses, deadline)
             if failed is None:
                 fetched = client.gather(client_futures, direct=True)
                 if metadata is not None:
@@ -387,7 +440,9 @@ class DistributedPlan:
                                       f"{type(e).__name__}: {e}")
         if failed is not None:
             client.cancel(everything)
-            self._finish(run_id, addresses, commit=False)
+            self._finish(run_id, addresses, commit=False,
+                         wait_s=DEADLINE_ROLLBACK_S if isinstance(failed, DeadlineExceededError)
+                         else _ROLLBACK_TIMEOUT_S)
             raise failed
         self._finish(run_id, addresses, commit=True)
         return fetched
@@ -442,14 +497,24 @@ class DistributedPlan:
             for e in events:
                 metadata._add(e)
 
-    def _wait(self, futures: list, stages: list, addresses: dict[Task, str]) -> BaseException | None:
+    def _wait(self, futures: list, stages: list, addresses: dict[Task, str],
+              deadline: float | None = None) -> BaseException | None:
         """Wait for every future, or for the first error; the run's error, if any. A
-        worker of the run that leaves the cluster is an UnavailableError at once."""
+        worker of the run that leaves the cluster is an UnavailableError at once; a run
+        past its ``deadline`` a DeadlineExceededError (waiting for another run's write
+        locks counts: that run may hang on a stalled worker)."""
         view = self.session.view
         watched = {a: t for t, a in addresses.items()}
         settled = _Settled(futures)
         next_poll = time.monotonic() + ALIVE_POLL_S
         while not settled.wait(_WATCH_S):
+            if deadline is not None and time.monotonic() > deadline:
+                waiting = sorted({str(s.task) for s, f in zip(self.stages, stages)
+                                  if not f.done()})
+                return DeadlineExceededError(
+                    f"The run did not finish within its deadline (RunOptions.timeout_in_ms / "
+                    f"SessionConfig.operation_timeout_in_ms); still running on "
+                    f"{', '.join(waiting) or 'no task'}. Its writes were rolled back")
             gone = view.gone(watched)
             if not gone and time.monotonic() >= next_poll:
                 gone = view.check_alive(watched)
@@ -472,7 +537,8 @@ class DistributedPlan:
                                         f"cluster during the run")
         return None
 
-    def _finish(self, run_id: str, addresses: dict[Task, str], commit: bool) -> None:
+    def _finish(self, run_id: str, addresses: dict[Task, str], commit: bool,
+                wait_s: float = 30.0) -> None:
         """Commit (without waiting) or roll back (and wait) the run on every worker that
         may have written; a worker that is gone has nothing left to undo. A rollback is
         never given up: past _ROLLBACK_TIMEOUT_S (a worker busy or hung) the run's error
@@ -492,7 +558,7 @@ class DistributedPlan:
         if commit:
             return
         settled = _Settled(futures, stop_on_error=False)
-        deadline = time.monotonic() + _ROLLBACK_TIMEOUT_S
+        deadline = time.monotonic() + wait_s
         next_poll = time.monotonic() + ALIVE_POLL_S
         while not settled.wait(_WATCH_S):  # a worker that leaves has nothing left to undo
             pending = {w for f, w in zip(futures, workers) if not f.done()}
@@ -506,7 +572,7 @@ class DistributedPlan:
             if time.monotonic() > deadline:
                 _log.warning("Run %s: its rollback on %s has not run after %.0f s; it stays "
                              "pending (the run's writes there are taken back when it runs)",
-                             run_id, ", ".join(sorted(pending - left)), _ROLLBACK_TIMEOUT_S)
+                             run_id, ", ".join(sorted(pending - left)), wait_s)
                 return
 
     def _user_error(self, err: BaseException, stage: Stage) -> BaseException:
@@ -568,6 +634,9 @@ class _Settled:
 
 
 _log = logging.getLogger(__name__)
+#: Dask errors (by name: their modules move between versions) that say a connection is lost
+_LOST_CONNECTION = frozenset({"CommClosedError", "StreamClosedError", "KilledWorker",
+                              "FutureCancelledError", "CancelledError", "TimeoutError"})
 #: Whether runs take write locks (WorkerState.lock). Only benchmarks/distributed.py
 #: turns it off, for plans it makes then, to measure what isolation costs: without it
 #: a failed run's rollback can undo other runs' commits.
@@ -576,6 +645,10 @@ _ISOLATE = True
 _WATCH_S = 0.02
 #: How long a failed run waits for its rollbacks (a worker that hangs is left behind).
 _ROLLBACK_TIMEOUT_S = 30.0
+#: How long a run past its deadline waits for its rollbacks (those of live workers take
+#: milliseconds; a stalled worker's stays pending, held by the Session, and runs when
+#: the worker does).
+DEADLINE_ROLLBACK_S = 1.0
 
 
 def _spec(stage: Stage, graph: tuple[str, int], sources: tuple,

@@ -250,29 +250,27 @@ class WorkerState:
             return run_id in self._journals or run_id in self._held
 
     def drop_orphan(self, run_id: str) -> None:
-        """Finish a run whose client is gone without finishing it (see OrphanJournals),
-        unless a stage or a commit or rollback of it is still here: a run whose rollback
-        had reached this worker is rolled back (a failed run never commits); otherwise
-        its writes stay, as after a commit (the client may have returned the run's
-        results before it left). Its write locks are freed; late stages are refused."""
+        """Roll back a run whose client is gone without finishing it (see
+        OrphanJournals), unless a stage or a commit or rollback of it is still here. A
+        run commits only when its client has every stage's result and says so: its
+        Session.run had not returned when the client left without a commit, so its
+        writes are taken back (a half-finished run never stays half-committed). Its
+        write locks are freed; late stages are refused."""
         with self._lock:
             if run_id in self._in_flight or run_id in self._finishing:
                 return
             self._mark_finished(run_id)
             journal = self._journals.pop(run_id, None)
-            rollback = run_id in self._rollbacks
             self._rollbacks.discard(run_id)
         try:
-            if journal is not None and rollback:
+            if journal is not None:
                 journal.rollback()
         finally:
             with self._lock:
                 self._unlock(run_id)
-        if journal is None:
-            return
-        _log.warning("Run %s on worker %s: its client left before %s; %s", run_id,
-                     self.address, "its rollback ran" if rollback else "committing it",
-                     "its writes were rolled back" if rollback else "its writes stay")
+        if journal is not None:
+            _log.warning("Run %s on worker %s: its client left before committing it; its "
+                         "writes were rolled back", run_id, self.address)
 
     def _mark_finished(self, run_id: str) -> None:
         self._finished[run_id] = None
@@ -301,10 +299,11 @@ class WorkerState:
 GRAPH_WAIT_S = 30.0
 #: How many finished run ids a worker remembers (to refuse a stage that arrives late).
 _FINISHED_KEPT = 4096
-#: How long after a run's stage results are forgotten here a worker waits for its commit
-#: or rollback before it takes the client for gone (a live client's request follows the
-#: release within a few scheduler round trips).
-ORPHAN_GRACE_S = 60.0
+#: How often a worker asks whether the client of a run that still holds a journal or
+#: write locks here is alive (its lease, which a live client always holds: never taken
+#: for gone however long its commit takes). The scheduler forgets a dead client's lease
+#: as soon as its connection drops, so a dead client's locks go within this.
+ORPHAN_GRACE_S = 2.0
 
 _states: "weakref.WeakKeyDictionary[Any, WorkerState]" = weakref.WeakKeyDictionary()
 _states_lock = threading.Lock()
@@ -378,8 +377,9 @@ def plugin_name(graph_key: str) -> str:
 
 #: How long a torn-down graph plugin waits for its next version before the graph goes.
 _REPLACE_S = 1.0
-#: How often a worker asks whether a graph's clients are still there.
-OWNER_CHECK_S = 60.0
+#: How often a worker asks whether a graph's clients are still there (a client that
+#: lets a graph go unregisters its plugin at once; this catches the clients that die).
+OWNER_CHECK_S = 5.0
 
 
 class OrphanJournals(WorkerPlugin):
@@ -450,6 +450,7 @@ def run_stage(spec: StageSpec, config, run_id: str, incarnation: str | None, tra
             f"there: the variables it held are gone. Run their initializers again "
             f"(gf.global_variables_initializer) or restore a checkpoint", detail="restarted")
     values = [args[a] if j < 0 else args[a][0][j] for a, j in spec.sources]
+    config = worker_limited(config)
     metadata = RunMetadata() if trace else None
     try:
         journal = state.begin(run_id, spec.writes)
@@ -479,6 +480,42 @@ def run_stage(spec: StageSpec, config, run_id: str, incarnation: str | None, tra
     if metadata is not None:
         events = _placed_events(metadata.events, spec.task, state.address)
     return tuple(results[:compiled.num_outputs]), events
+
+
+def worker_limited(config):
+    """``config`` with this worker's memory limit where the Session gave none (the
+    client's default, its machine's RAM, means nothing here): a kernel past it is a
+    ResourceExhaustedError naming the node and the task, not a worker the nanny kills."""
+    if config.memory_limit_given:
+        return config
+    limited = _limited_configs.get(config)
+    if limited is None:
+        limit = _worker_memory_limit()
+        limited = config if limit is None or limit >= config.memory_limit_bytes else \
+            replace(config, memory_limit_bytes=limit)
+        object.__setattr__(limited, "memory_limit_given", False)  # the key stays the same
+        _limited_configs[config] = limited
+    return limited
+
+
+_limited_configs: dict = {}
+
+
+def _worker_memory_limit() -> int | None:
+    """This dask worker's memory limit in bytes (None: unlimited), less what the worker
+    process holds already."""
+    from distributed import get_worker
+    worker = get_worker()
+    limit = getattr(getattr(worker, "memory_manager", None), "memory_limit", None) or \
+        getattr(worker, "memory_limit", None)
+    if not limit:
+        return None
+    try:
+        import psutil
+        used = psutil.Process().memory_info().rss
+    except Exception:  # noqa: BLE001 - psutil comes with distributed; be safe
+        used = 0
+    return max(int(limit) - int(used), 0)
 
 
 def lock_run(run_id: str, names: tuple[str, ...], *after) -> None:
