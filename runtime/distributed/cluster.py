@@ -268,6 +268,23 @@ class ClusterView:
             self._left.update(missing)
         return missing
 
+    # -- the lease ----------------------------------------------------------------------------
+    def keep_lease(self) -> bool:
+        """Submit this client's lease again if the cluster lost it (``client.restart()``
+        cancels every future of the client): without it the workers take the client for
+        gone and drop its graphs (GraphPlugin._watch_owners). True when it was lost:
+        every graph is then shipped again at its next use."""
+        current = self._lease
+        if current is None or current.status not in ("cancelled", "lost", "error"):
+            return False
+        from .worker import lease
+        with self._lock:
+            if self._lease is current:
+                self._lease = self.client.submit(lease, key=f"graphflow-lease-{self.token}",
+                                                 pure=False)
+                self._graphs.clear()
+        return True
+
     # -- graphs -----------------------------------------------------------------------------
     def ship(self, graph: Graph) -> tuple[str, int]:
         """Give every worker (and every worker that starts later) ``graph`` as it is now,

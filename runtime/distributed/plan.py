@@ -355,6 +355,8 @@ class DistributedPlan:
         session = self.session
         session.check_client()
         client = session.view.client
+        if session.view.keep_lease():  # the cluster restarted: its workers lost the graph
+            session.ship()
         addresses = {task: session.view.address(task) for task in self.tasks}
         expected = session.check_restarts(addresses, self.stateful)
         run_id = session.next_run()
@@ -377,8 +379,7 @@ class DistributedPlan:
         back where it may have written, as far as the cluster still answers (a client
         that is gone leaves it to the workers: OrphanJournals rolls it back)."""
         try:
-            if submitted:
-                client.cancel(submitted)
+            _cancel(client, submitted)
             self._finish(run_id, addresses, commit=False)
         except Exception as e:  # noqa: BLE001 - the caller raises the submission's error
             _log.debug("Run %s: abandoning it failed: %s: %s", run_id, type(e).__name__, e)
@@ -432,14 +433,14 @@ class DistributedPlan:
                 if metadata is not None:
                     self._collect_events(client, stage_futures, addresses, metadata)
         except (KeyboardInterrupt, SystemExit):
-            client.cancel(everything)
+            _cancel(client, everything)
             self._finish(run_id, addresses, commit=False)
             raise
         except Exception as e:  # noqa: BLE001 - a value lost with its worker, mostly
             failed = UnavailableError(f"The run lost a value while fetching it: "
                                       f"{type(e).__name__}: {e}")
         if failed is not None:
-            client.cancel(everything)
+            _cancel(client, everything)
             self._finish(run_id, addresses, commit=False,
                          wait_s=DEADLINE_ROLLBACK_S if isinstance(failed, DeadlineExceededError)
                          else _ROLLBACK_TIMEOUT_S)
@@ -538,7 +539,7 @@ class DistributedPlan:
         return None
 
     def _finish(self, run_id: str, addresses: dict[Task, str], commit: bool,
-                wait_s: float = 30.0) -> None:
+                wait_s: float | None = None) -> None:
         """Commit (without waiting) or roll back (and wait) the run on every worker that
         may have written; a worker that is gone has nothing left to undo. A rollback is
         never given up: past _ROLLBACK_TIMEOUT_S (a worker busy or hung) the run's error
@@ -550,14 +551,15 @@ class DistributedPlan:
         view = self.session.view
         gone = set(view.gone(addresses.values()))
         workers = [addresses[t] for t in self.writers if addresses[t] not in gone]
-        futures = [view.client.submit(
-            finish_run, run_id, commit, workers=[w], allow_other_workers=False, pure=False,
-            key=f"graphflow-{'commit' if commit else 'rollback'}-{run_id}-{k}")
+        futures = [_submit_retried(
+            view.client, finish_run, run_id, commit, workers=[w], allow_other_workers=False,
+            pure=False, key=f"graphflow-{'commit' if commit else 'rollback'}-{run_id}-{k}")
             for k, w in enumerate(workers)]
         self.session.hold_commits(futures, workers)  # until done, however long it takes
         if commit:
             return
         settled = _Settled(futures, stop_on_error=False)
+        wait_s = _ROLLBACK_TIMEOUT_S if wait_s is None else wait_s
         deadline = time.monotonic() + wait_s
         next_poll = time.monotonic() + ALIVE_POLL_S
         while not settled.wait(_WATCH_S):  # a worker that leaves has nothing left to undo
@@ -567,7 +569,7 @@ class DistributedPlan:
                 left |= set(view.check_alive(pending))
                 next_poll = time.monotonic() + ALIVE_POLL_S
             if left >= pending:
-                view.client.cancel(futures)
+                _cancel(view.client, futures)
                 return
             if time.monotonic() > deadline:
                 _log.warning("Run %s: its rollback on %s has not run after %.0f s; it stays "
@@ -607,6 +609,33 @@ class DistributedPlan:
         if not value.flags.writeable:
             value = value.copy()  # the caller gets an array of its own
         return value
+
+
+def _cancel(client, futures: list) -> None:
+    """Cancel what a failed run submitted, as far as the client can: its rollback must
+    still be sent when a cancel fails (a comm closing)."""
+    if not futures:
+        return
+    try:
+        client.cancel(futures)
+    except Exception as e:  # noqa: BLE001 - best effort: the rollback follows
+        _log.debug("Cancelling a failed run's tasks failed: %s: %s", type(e).__name__, e)
+
+
+def _submit_retried(client, fn, *args, **kwargs):
+    """``client.submit``, tried again on a lost connection (a commit or rollback must reach
+    its worker: without it the run's write locks stay held while the client lives)."""
+    for attempt in range(_FINISH_ATTEMPTS):
+        try:
+            return client.submit(fn, *args, **kwargs)
+        except OSError:
+            if attempt == _FINISH_ATTEMPTS - 1 or client.status != "running":
+                raise
+            time.sleep(0.05 * 2 ** attempt)
+
+
+#: How many times a commit or rollback is submitted before its run's error says so.
+_FINISH_ATTEMPTS = 5
 
 
 class _Settled:
