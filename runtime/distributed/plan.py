@@ -83,7 +83,12 @@ class ClusterSession:
         key = (tuple(fetches), tuple(feeds))
         plan = self._plans.get(key)
         if plan is None:
-            plan = DistributedPlan(self, fetches, feeds)
+            try:
+                plan = DistributedPlan(self, fetches, feeds)
+            except OpError:
+                raise
+            except Exception as e:  # noqa: BLE001 - Dask's errors, mapped (cluster_error)
+                raise self.cluster_error(e) from e
             with self._commits_done:
                 plan = self._plans.setdefault(key, plan)
         return plan
@@ -623,12 +628,13 @@ def _cancel(client, futures: list) -> None:
 
 
 def _submit_retried(client, fn, *args, **kwargs):
-    """``client.submit``, tried again on a lost connection (a commit or rollback must reach
-    its worker: without it the run's write locks stay held while the client lives)."""
+    """``client.submit``, tried again when it fails while the client runs (a commit or
+    rollback must reach its worker: without it the run's write locks stay held while the
+    client lives)."""
     for attempt in range(_FINISH_ATTEMPTS):
         try:
             return client.submit(fn, *args, **kwargs)
-        except OSError:
+        except Exception:  # noqa: BLE001 - a lost connection, mostly: raised if it stays
             if attempt == _FINISH_ATTEMPTS - 1 or client.status != "running":
                 raise
             time.sleep(0.05 * 2 ** attempt)
