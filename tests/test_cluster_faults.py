@@ -301,3 +301,19 @@ def test_a_fault_at_any_client_call_is_an_op_error_and_replays_exactly(dask_clie
         _eventually(lambda: [sess.run(v.read()).tolist() for v in (v0, v1)]
                     == [[float(returned)] * 4] * 2, seconds=15.0)
         sess.run(step)  # and the session still runs
+
+
+def test_losing_the_scheduler_mid_run_is_unavailable(dask_client, monkeypatch):
+    """A client that lost its scheduler has no workers in its scheduler info (was a bare
+    KeyError: 'workers' from the run's liveness poll)."""
+    graph, v0, v1, step, _ = _two_task_graph("no_scheduler")
+    with gf.Session(graph, gf.SessionConfig(cluster=dask_client)) as sess:
+        sess.run(gf.global_variables_initializer(graph))
+        with _stopped(dask_client, 1):
+            monkeypatch.setattr(dask_client, "scheduler_info", lambda *a, **k: {})
+            started = time.monotonic()
+            with pytest.raises(UnavailableError, match="scheduler"):
+                sess.run(step)
+            assert time.monotonic() - started < 5.0
+            monkeypatch.undo()
+    _eventually(lambda: _values(dask_client, graph, v0, v1) == [[0.0] * 4, [0.0] * 4])
