@@ -109,10 +109,12 @@ def _sum_shape(ctx):
 @Sum.kernel("cpu")
 @Sum.kernel("gpu")
 def _sum(ctx, x, axis):
-    axes, keep_dims, out = reduction_output(ctx, x, axis)
-    if not axes:  # nothing to reduce: a copy
-        out[...] = x
-    elif x.dtype == np.float16:  # as TensorFlow's GPU kernel: a float32 sum, rounded once
+    axes = reduction_axes(axis.reshape(-1).tolist(), x.ndim)
+    if not axes:  # nothing to reduce (a gradient's sum to a shape that did not broadcast)
+        return ctx.forward_or_copy(0, x)  # the input itself when nothing else reads it
+    keep_dims = ctx.attrs["keep_dims"]
+    out = ctx.empty(_reduced_dims(list(x.shape), axes, keep_dims), x.dtype)
+    if x.dtype == np.float16:  # as TensorFlow's GPU kernel: a float32 sum, rounded once
         out[...] = ctx.xp.sum(x, axis=axes, dtype=np.float32, keepdims=keep_dims)
     else:  # in the input's type: integers wrap around, as in TensorFlow
         ctx.xp.sum(x, axis=axes, dtype=x.dtype, keepdims=keep_dims, out=out)
