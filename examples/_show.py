@@ -7,12 +7,13 @@ import graphflow as gf
 
 
 def show_graph(graph: gf.Graph, session: gf.Session | None = None, fetches=()) -> None:
-    """One line per op: name, type, device (as placed for ``fetches``), dtypes and shapes."""
-    placed, rewritten = {}, {}
+    """One line per op: name, type, device (as placed for ``fetches``), dtypes and shapes;
+    then what the optimizer did to the plan, if anything (see :func:`optimizer_lines`)."""
+    placed, substitutions = {}, {}
     if session is not None and fetches:
         plan = session._plan(list(fetches), [])
         placed = {op.name: device.name for op, device in plan.placement.items()}
-        rewritten = {old.op.name: new.op.type for old, new in plan.substitutions.items()}
+        substitutions = plan.substitutions
     ops = graph.operations()
     name_width = max((len(op.name) for op in ops), default=0) + 2
     type_width = max((len(op.type) for op in ops), default=0) + 2
@@ -21,9 +22,33 @@ def show_graph(graph: gf.Graph, session: gf.Session | None = None, fetches=()) -
         outs = ", ".join(f"{o.dtype.name}{o.shape}" for o in op.outputs) or "-"
         device = placed.get(op.name, "(not needed)")
         print(f"  {op.name:<{name_width}} {op.type:<{type_width}} {device:<15} {outs}")
-    for name, fused in rewritten.items():
-        print(f"  optimizer: {name} runs as one {fused} node; the partitions it replaces are "
-              f"not needed (SessionConfig(optimize=False) runs the graph as written)")
+    for line in optimizer_lines(substitutions):
+        print(f"  optimizer: {line}")
+
+
+#: What each kind of substitute the plan compiler makes stands for (runtime/pipeline.py).
+_REWRITES = {"_PartitionedSelect": "partition -> element-wise -> stitch as one select "
+                                   "(the partitions it replaces are not needed)",
+             "_FusedElementwise": "element-wise ops fused into one kernel",
+             "_GatherScaleSum": "gather -> scale -> segment-sum as one pass"}
+
+
+def optimizer_lines(substitutions: dict) -> list[str]:
+    """What the optimizer did, truthfully: the values constant folding computed when the
+    plan was built ("folded"), and each rewrite by kind; nothing when it did nothing."""
+    folded = list(dict.fromkeys(old.op.name for old, new in substitutions.items()
+                                if new.op.type == "Const"))
+    lines = []
+    if folded:
+        lines.append(f"folded {len(folded)} node(s) into constants when the plan was built: "
+                     f"{', '.join(folded)}")
+    for old, new in substitutions.items():
+        if new.op.type != "Const":
+            what = _REWRITES.get(new.op.type, f"rewritten as a {new.op.type} node")
+            lines.append(f"{old.op.name}: {what}")
+    if lines:
+        lines.append("SessionConfig(optimize=False) runs the graph as written")
+    return lines
 
 
 def show(label: str, value) -> None:

@@ -4,8 +4,10 @@ Partition x by (x != -1), add 1 to the partition where it holds, then stitch
 the pieces back into place, as in TensorFlow's DynamicStitch documentation:
 [0.1, -1, 5.2, 4.3, -1, 7.4] -> [1.1, -1, 6.2, 5.3, -1, 8.4].
 
-The graph runs twice: as written (DynamicPartition, Add, DynamicStitch) and as
-the optimizer rewrites it (one select over x), with the same result.
+The graph runs twice, with the same result: as written (DynamicPartition, Add,
+DynamicStitch), and optimized: x is a constant, so constant folding computes the
+result when the plan is built (x fed through a placeholder, the partition -> add ->
+stitch would run as one select over x instead).
 ``--save GRAPH.json`` also writes the graph (for ``graphflow show``, ``run``).
 """
 import argparse

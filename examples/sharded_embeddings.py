@@ -11,9 +11,13 @@ on one process, and the two loss curves are printed and compared.
     python examples/sharded_embeddings.py [--rows 10000] [--steps 200] [--strategy mod]
     python examples/sharded_embeddings.py --local    # the sharded graph, on one process
 
+It prints a progress line every tenth of the steps and logs its phases (the cluster's
+start, each first step's compile) at INFO on stderr (``--quiet``: warnings only).
+
 The cluster needs Dask distributed: pip install 'graphflow[distributed]'.
 """
 import argparse
+import logging
 import os
 import sys
 import time
@@ -26,6 +30,7 @@ from _show import show
 from train_embedding import build as build_one_table
 
 LEARNING_RATE = 0.05  # train_embedding.build's
+log = logging.getLogger("sharded_embeddings")
 
 
 def split(table: np.ndarray, shards: int, strategy: str) -> list[np.ndarray]:
@@ -61,18 +66,26 @@ def batches(rows: int, dim: int, steps: int, batch: int):
         yield chosen, wanted[chosen]
 
 
-def train(graph, config, ids, targets, loss, step, data, batch: int) -> tuple[list, float]:
+def train(graph, config, ids, targets, loss, step, data, batch: int, label: str,
+          steps: int) -> tuple[list, float]:
     """The loss per row of each step, and the seconds per step after the first (which
     compiles the plan). One run per step: the loss it fetches is the one before the
-    step's update (every update waits for the step's gradients, which wait for its reads)."""
-    losses = []
+    step's update (every update waits for the step's gradients, which wait for its reads).
+    Prints a progress line every tenth of the steps; logs the first step's compile."""
+    losses, every = [], max(1, steps // 10)
     with gf.Session(graph, config) as sess:
         sess.run(gf.global_variables_initializer(graph))
+        begin = time.perf_counter()
         for chosen, wanted in data:
             if len(losses) == 1:
                 start = time.perf_counter()
+                log.info("%s: the first step (compiling its plan) took %.1f s", label,
+                         start - begin)
             value, _ = sess.run([loss, step], {ids: chosen, targets: wanted})
             losses.append(float(value) / batch)
+            if len(losses) % every == 0 or len(losses) == steps:
+                print(f"{label}: step {len(losses):>{len(str(steps))}}/{steps}  loss per row "
+                      f"{losses[-1]:.4g}", flush=True)
     per_step = (time.perf_counter() - start) / (len(losses) - 1) if len(losses) > 1 else 0.0
     return losses, per_step
 
@@ -95,7 +108,8 @@ def start_cluster(workers: int):
     return cluster, distributed.Client(cluster)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line; logging set up as it asks (INFO unless --quiet)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--dim", type=int, default=16)
@@ -105,7 +119,16 @@ def main() -> None:
     parser.add_argument("--strategy", choices=["mod", "div"], default="mod")
     parser.add_argument("--local", action="store_true",
                         help="run the sharded graph on one process (no cluster)")
+    parser.add_argument("--quiet", action="store_true", help="no progress log on stderr")
     args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(name)s: %(message)s")
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    return args
+
+
+def main() -> None:
+    args = parse_args()
 
     # the unsharded model: train_embedding.py's, with its initial table
     one = gf.Graph()
@@ -116,6 +139,7 @@ def main() -> None:
 
     cluster = client = None
     if not args.local:
+        log.info("starting a Dask cluster of %d workers", args.shards)
         cluster, client = start_cluster(args.shards)
     try:
         sharded = gf.Graph()
@@ -131,13 +155,15 @@ def main() -> None:
                 print(f"  {op.name} reads {op.inputs[0].op.name} on {op.device or 'any device'}")
         sharded_losses, sharded_time = train(
             sharded, config, s_ids, s_targets, s_loss, s_step,
-            batches(args.rows, args.dim, args.steps, args.batch), args.batch)
+            batches(args.rows, args.dim, args.steps, args.batch), args.batch, "sharded",
+            args.steps)
     finally:
         if client is not None:
             client.close()
             cluster.close()
     one_losses, one_time = train(one, None, ids, targets, loss, step,
-                                 batches(args.rows, args.dim, args.steps, args.batch), args.batch)
+                                 batches(args.rows, args.dim, args.steps, args.batch), args.batch,
+                                 "one table", args.steps)
 
     every = max(1, args.steps // 10)
     show("sharded loss per row, every few steps", rounded(sharded_losses[::every]))

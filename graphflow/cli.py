@@ -1,26 +1,35 @@
-"""The ``graphflow`` command: look at, document and run saved graphs.
+"""The ``graphflow`` command: look at, document, run and convert saved graphs.
 
-    graphflow show GRAPH.json [-o graph.svg|png|pdf|dot]   DOT text or a picture
-                    [--fused]                              (fused regions as clusters)
-    graphflow inspect GRAPH.json                           nodes, types, dtypes, shapes;
+    graphflow show GRAPH [-o graph.svg|png|pdf|dot]        DOT text or a picture
+                    [--fused] [--collapse SCOPE] [--depth N]
+    graphflow inspect GRAPH                                nodes, types, dtypes, shapes;
                                                            the regions a plan fuses
-    graphflow run GRAPH.json --fetch NAME[:i] [--feed NAME[:i]=x.npy] [--save DIR]
+    graphflow run GRAPH [--fetch NAME[:i]] [--target OP] [--feed NAME[:i]=x.npy]
+                    [--init] [--restore CKPT] [--save DIR] [--trace OUT.json]
+                    (--init, --restore, then each --target one run, then the fetches)
     graphflow ops [NAME] [--markdown]                      the op reference
     graphflow convert IN OUT [--input NAME[:i]] [--output NAME[:i]] [--opset N] [--force]
                     between .json (graphflow's), .pb/.pbtxt (TensorFlow GraphDef) and
                     .onnx (output only), by extension
+    graphflow cache [--clear]                              the compiled-kernel cache
 
+GRAPH is any file ``convert`` reads: ``.pb``/``.pbtxt`` a TensorFlow GraphDef,
+anything else graphflow's JSON. ``-v`` logs progress (long compiles) at INFO.
 Exit status: 0 on success, 1 when the command fails (a bad graph file, an op
 error, no Graphviz), 2 for bad usage (unknown verb or option, malformed --feed).
 """
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import shutil
 import sys
 from typing import Sequence
 
 import numpy as np
+
+from .errors import FailedPreconditionError
 
 
 class CommandError(Exception):
@@ -31,6 +40,9 @@ class UsageError(Exception):
     """Bad usage to report in one line with exit status 2."""
 
 
+log = logging.getLogger("graphflow.cli")
+
+
 # -- show ----------------------------------------------------------------------------
 def _cmd_show(args: argparse.Namespace) -> None:
     from . import visualize
@@ -38,7 +50,10 @@ def _cmd_show(args: argparse.Namespace) -> None:
     to_file = args.output not in (None, "-")
     if to_file:
         _check_output_file(args.output, "-o")
-    dot = _load(args.graph).to_dot(legend=not args.no_legend, fused=args.fused)
+    if args.depth is not None and args.depth < 0:
+        raise UsageError(f"--depth must be 0 or more, got {args.depth}")
+    dot = visualize.to_dot(_load(args.graph), legend=not args.no_legend, fused=args.fused,
+                           collapse=args.collapse, depth=args.depth)
     if not to_file:
         sys.stdout.write(dot)
         return
@@ -85,27 +100,96 @@ def _parse_feed(text: str) -> tuple[str, str]:
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
-    from .dtypes import as_dtype
-    from .runtime import RunMetadata, RunOptions, Session
+    from .runtime import RunMetadata, RunOptions, Session, SessionConfig
 
+    if not args.fetch and not args.target:
+        raise UsageError("give at least one --fetch NAME[:i] or --target OP")
     fetches = [_output_name(f) for f in args.fetch]
     # where the results go is checked before any work is done
     if args.trace:
         _check_output_file(args.trace, "--trace")
     saves = _save_paths(args.save, fetches) if args.save else {}
     graph = _load(args.graph)
+    feeds = _read_feeds(args.feed)
+    init = _initializer(graph, args.graph) if args.init else None
+    options = metadata = None
+    if args.trace:
+        options, metadata = RunOptions(trace=True), RunMetadata()
+    config = SessionConfig(optimize=False) if args.no_optimize else None
+    with Session(graph, config) as sess:
+        if init is not None:
+            sess.run(init)
+        if args.restore:
+            _restore(sess, args.restore)
+        runs = [[target] for target in args.target] + ([fetches] if fetches else [])
+        try:  # each --target one run, in order, then the fetches; the last run traced
+            for k, run in enumerate(runs):
+                last = k == len(runs) - 1
+                values = sess.run(run, feeds, options=options if last else None,
+                                  run_metadata=metadata if last else None)
+                if k < len(args.target):
+                    print(f"ran {run[0]}")
+        except FailedPreconditionError as e:
+            raise CommandError(f"{e} (graphflow run: --init runs the variables' "
+                               f"initializers, --restore CKPT restores them)") from None
+    _print_fetches(fetches, values, saves, args)
+    if metadata is not None:
+        if not metadata.events:
+            log.warning("the trace %s is empty: no node ran, every fetched value was computed "
+                        "when the plan was built (constant folding); feed a placeholder, or "
+                        "pass --no-optimize to trace the graph as written", args.trace)
+        metadata.save_chrome_trace(args.trace)
+        print(f"wrote {args.trace}", file=sys.stderr)
+
+
+def _read_feeds(texts: Sequence[str]) -> dict[str, np.ndarray]:
     feeds = {}
-    for text in args.feed:
+    for text in texts:
         name, path = _parse_feed(text)
         try:
             feeds[_output_name(name)] = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as e:
             raise CommandError(f"cannot read --feed {name} from '{path}': {e}") from None
-    options = metadata = None
-    if args.trace:
-        options, metadata = RunOptions(trace=True), RunMetadata()
-    with Session(graph) as sess:
-        values = sess.run(fetches, feeds, options=options, run_metadata=metadata)
+    return feeds
+
+
+def _initializer(graph, path: str):
+    """One op running every variable's initializer (``--init``): graphflow's, or TF 1.x's
+    ``NAME/Assign`` in an imported GraphDef; a variable with neither is an error."""
+    from .variables import global_variables
+
+    inits, missing = [], []
+    for v in global_variables(graph):
+        tf_assign = f"{v.name}/Assign"
+        if v.initializer is not None:
+            inits.append(v.initializer)
+        elif tf_assign in graph and graph.operation(tf_assign).type == "AssignVariableOp":
+            inits.append(graph.operation(tf_assign))
+        else:
+            missing.append(v.name)
+    if missing:
+        raise CommandError(f"--init: {', '.join(missing)} in '{path}' have no initializer; "
+                           f"restore them (--restore CKPT) or run the graph's own init op "
+                           f"(--target OP)")
+    from .scope import Scope
+    return Scope(graph).with_control_dependencies(inits).no_op(name="graphflow_run_init")
+
+
+def _restore(sess, path: str) -> None:
+    """``--restore CKPT``: every variable of the graph, through gf.train.Saver."""
+    from .train import Saver
+
+    try:
+        Saver().restore(sess, path)
+    except (ValueError, LookupError) as e:
+        raise CommandError(f"--restore {path}: {e}") from None
+
+
+def _print_fetches(fetches: list[str], values: list, saves: dict[str, str],
+                   args: argparse.Namespace) -> None:
+    """Print each fetched value (and write it under ``--save``)."""
+    from .dtypes import as_dtype
+
     if args.save:
         os.makedirs(args.save, exist_ok=True)
     for name, value in zip(fetches, values):
@@ -119,9 +203,6 @@ def _cmd_run(args: argparse.Namespace) -> None:
             except FileExistsError:
                 raise CommandError(f"--save: '{path}' exists; not overwriting it") from None
             print(f"wrote {path}", file=sys.stderr)
-    if metadata is not None:
-        metadata.save_chrome_trace(args.trace)
-        print(f"wrote {args.trace}", file=sys.stderr)
 
 
 def _output_name(name: str) -> str:
@@ -192,22 +273,18 @@ def _format(path: str, table: dict, role: str) -> str:
 def _cmd_convert(args: argparse.Namespace) -> None:
     from .interop.onnx_export import export_onnx
     from .interop.tf_export import export_tf_graph
-    from .interop.tf_import import import_tf_graph
 
-    src, dst = _format(args.src, _READS, "IN"), _format(args.dst, _WRITES, "OUT")
+    if not os.path.isdir(args.src):  # a directory: the reader says what it holds
+        _format(args.src, _READS, "IN")
+    dst = _format(args.dst, _WRITES, "OUT")
     if dst != "onnx" and (args.input or args.output or args.opset is not None):
         raise UsageError("--input, --output and --opset apply to an .onnx OUT only (other "
                          "formats hold the whole graph)")
     if os.path.lexists(args.dst) and not args.force:
         raise CommandError(f"'{args.dst}' exists; not overwriting it (use --force)")
     _check_output_file(args.dst, "OUT")
+    graph = _load(args.src)
     try:
-        if src == "json":
-            graph = _load(args.src)
-        else:
-            if not os.path.exists(args.src):
-                raise CommandError(f"cannot read '{args.src}': No such file or directory")
-            graph = import_tf_graph(args.src)
         if dst == "json":
             graph.save(args.dst)
         elif dst == "tf":
@@ -310,14 +387,59 @@ def op_reference_markdown(defs: Sequence) -> str:
     return "\n".join(out) + "\n"
 
 
+# -- cache ---------------------------------------------------------------------------
+def _cmd_cache(args: argparse.Namespace) -> None:
+    """Where the compiled-kernel cache is and how big (ops/jit.py); ``--clear`` empties it."""
+    from .ops import jit
+
+    folder = jit.cache_dir()
+    versions = sorted(folder.parent.glob("numba-*")) if folder.parent.is_dir() else []
+    if args.clear:
+        count, size = _files_and_bytes(versions)
+        for path in versions:  # only numba's folders: GRAPHFLOW_CACHE_DIR may hold more
+            shutil.rmtree(path)
+        print(f"cleared the kernel cache {folder.parent}: {count} files, {_megabytes(size)}")
+        return
+    count, size = _files_and_bytes([folder])
+    state = "on" if jit.cache_enabled() else "off"
+    print(f"kernel cache: {folder}")
+    print(f"  {state}; {count} files, {_megabytes(size)} (GRAPHFLOW_CACHE_DIR moves it, "
+          f"GRAPHFLOW_JIT_CACHE=0 turns it off)")
+    for old in (v for v in versions if v != folder):
+        print(f"  another numba version's: {old} ({_megabytes(_files_and_bytes([old])[1])})")
+
+
+def _files_and_bytes(folders: Sequence) -> tuple[int, int]:
+    files = [p for folder in folders for p in folder.rglob("*") if p.is_file()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
+
+
 # -- plumbing --------------------------------------------------------------------------
 def _load(path: str):
+    """The graph in ``path``, read as ``convert`` reads it: ``.pb``/``.pbtxt`` (and a
+    directory, to say what it holds) as a TensorFlow GraphDef, anything else as
+    graphflow's JSON. Its nodes are "defined at" the file in error messages."""
     from .serialization import load_graph
 
     try:
+        if os.path.isdir(path) or _READS.get(os.path.splitext(path)[1].lower()) == "tf":
+            from .interop.tf_import import import_tf_graph
+            if not os.path.exists(path):
+                raise CommandError(f"cannot read '{path}': No such file or directory")
+            return import_tf_graph(path)
         return load_graph(path)
+    except ImportError as e:  # the protobuf classes of an optional extra
+        raise CommandError(str(e)) from None
     except OSError as e:
         raise CommandError(f"cannot read '{path}': {e.strerror or e}") from None
+
+
+#: What a GRAPH argument may be (the formats ``convert`` reads).
+_GRAPH_HELP = "a graph file: .pb/.pbtxt (a TensorFlow GraphDef) or graphflow's .json"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -326,11 +448,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="graphflow", description="Look at, document, run and convert saved graphflow "
-        "graphs (files written by graph.save(path)).",
+        "graphs (graph.save's JSON, TensorFlow GraphDefs).",
         epilog="Exit status: 0 success, 1 failure, 2 bad usage.")
     parser.add_argument("--version", action="version", version=f"graphflow {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log progress at INFO (long kernel compiles, placement)")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    for add_verb in (_add_show, _add_inspect, _add_run, _add_ops, _add_convert):
+    for add_verb in (_add_show, _add_inspect, _add_run, _add_ops, _add_convert, _add_cache):
         add_verb(verbs)
     return parser
 
@@ -341,11 +465,16 @@ def _add_show(verbs) -> None:
                             description="Print the graph as Graphviz DOT text, or write it to "
                             "-o FILE: .dot writes the text, .svg/.png/.pdf render it with "
                             "Graphviz's `dot` (apt-get install graphviz).")
-    show.add_argument("graph", metavar="GRAPH", help="a GraphDef JSON file")
+    show.add_argument("graph", metavar="GRAPH", help=_GRAPH_HELP)
     show.add_argument("-o", "--output", metavar="FILE", help="out.svg, out.png, out.pdf or out.dot")
     show.add_argument("--no-legend", action="store_true", help="leave out the colour legend")
     show.add_argument("--fused", action="store_true",
                       help="draw the element-wise regions a plan fuses as clusters")
+    show.add_argument("--collapse", action="append", default=[], metavar="SCOPE",
+                      help="draw name scope SCOPE (and what it holds) as one box (repeatable)")
+    show.add_argument("--depth", type=int, metavar="N",
+                      help="open N levels of name scopes; deeper scopes are one box each "
+                      "(0: every top-level scope is a box)")
     show.set_defaults(func=_cmd_show, parser=show)
 
 
@@ -353,7 +482,7 @@ def _add_inspect(verbs) -> None:
     """``graphflow inspect``: list a graph's nodes and fused regions."""
     inspect = verbs.add_parser("inspect", help="list a graph's nodes, types, dtypes and shapes, "
                                "and the element-wise regions a plan fuses")
-    inspect.add_argument("graph", metavar="GRAPH", help="a GraphDef JSON file")
+    inspect.add_argument("graph", metavar="GRAPH", help=_GRAPH_HELP)
     inspect.set_defaults(func=_cmd_inspect, parser=inspect)
 
 
@@ -362,9 +491,18 @@ def _add_run(verbs) -> None:
     run = verbs.add_parser("run", help="run a graph and print the fetched values",
                            description="Run a saved graph on the available devices and print "
                            "each fetched value.")
-    run.add_argument("graph", metavar="GRAPH", help="a GraphDef JSON file")
-    run.add_argument("--fetch", action="append", required=True, metavar="NAME[:i]",
+    run.add_argument("graph", metavar="GRAPH", help=_GRAPH_HELP)
+    run.add_argument("--fetch", action="append", default=[], metavar="NAME[:i]",
                      help="an output to fetch (repeatable; NAME means NAME:0)")
+    run.add_argument("--target", action="append", default=[], metavar="OP",
+                     help="an op to run, e.g. a training step: one run each, in the order "
+                     "given, before the fetches (repeatable)")
+    run.add_argument("--init", action="store_true",
+                     help="run the variables' initializers first")
+    run.add_argument("--restore", metavar="CKPT",
+                     help="restore the variables from checkpoint CKPT first (gf.train.Saver)")
+    run.add_argument("--no-optimize", action="store_true",
+                     help="run the graph as written (SessionConfig(optimize=False))")
     run.add_argument("--feed", action="append", default=[], metavar="NAME[:i]=FILE.npy",
                      help="feed an output (usually a Placeholder) from a .npy file (repeatable)")
     run.add_argument("--save", metavar="DIR",
@@ -408,12 +546,37 @@ def _add_convert(verbs) -> None:
     convert.set_defaults(func=_cmd_convert, parser=convert)
 
 
+def _add_cache(verbs) -> None:
+    """``graphflow cache``: the compiled-kernel cache."""
+    cache = verbs.add_parser("cache", help="where the compiled-kernel cache is, how big; --clear",
+                             description="Show the folder numba's compiled kernels are cached "
+                             "in (GRAPHFLOW_CACHE_DIR, else $XDG_CACHE_HOME/graphflow or "
+                             "~/.cache/graphflow) and its size, or empty it.")
+    cache.add_argument("--clear", action="store_true", help="remove every cached kernel")
+    cache.set_defaults(func=_cmd_cache, parser=cache)
+
+
+class _StderrFormatter(logging.Formatter):
+    def __init__(self, verb: str):
+        super().__init__()
+        self.verb = verb
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = "" if record.levelno == logging.INFO else f"{record.levelname.lower()}: "
+        return f"graphflow {self.verb}: {level}{record.getMessage()}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv``; returns the exit status."""
     from .errors import OpError
 
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on bad usage, 0 for --help/--version
+    logger = logging.getLogger("graphflow")
+    handler, level = logging.StreamHandler(sys.stderr), logger.level
+    handler.setFormatter(_StderrFormatter(args.verb))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if args.verbose else logging.WARNING)
     try:
         args.func(args)
     except UsageError as e:
@@ -424,6 +587,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CommandError, OpError, OSError) as e:  # OSError: e.g. a full disk, no permission
         print(f"graphflow {args.verb}: error: {e}", file=sys.stderr)
         return 1
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
     return 0
 
 

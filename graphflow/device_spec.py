@@ -14,7 +14,8 @@ that are set.
 The job/replica/task prefix names a task of a cluster: only a Session with
 ``gf.SessionConfig(cluster=client)`` can place ops there
 (runtime/distributed/); ``/job:localhost/replica:0/task:0`` is the local process,
-as in TensorFlow.
+as in TensorFlow, and so is a task 0 / replica 0 without a job in a Session without a
+cluster (``/task:0/cpu:0``: :attr:`DeviceSpec.is_local_process`).
 """
 from __future__ import annotations
 
@@ -48,6 +49,14 @@ class DeviceSpec(NamedTuple):
         return ((self.job is not None and self.job != LOCAL_JOB)
                 or self.replica not in (None, 0) or self.task not in (None, 0)
                 or (self.job is None and (self.replica is not None or self.task is not None)))
+
+    @property
+    def is_local_process(self) -> bool:
+        """Whether a Session without a cluster runs this name here, as TensorFlow's local
+        Session does: no job or ``localhost``, replica 0 and task 0 where given
+        (``/replica:0/task:0/device:CPU:0``, ``/task:0``)."""
+        return (self.job in (None, LOCAL_JOB) and self.replica in (None, 0)
+                and self.task in (None, 0))
 
     @property
     def task_name(self) -> str:

@@ -158,7 +158,7 @@ class Operation:
 class Graph:
     """A growing set of operations with unique names; safe to build from many threads."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._ops: list[Operation] = []
         self._by_name: dict[str, Operation] = {}
         self._used_names: dict[str, int] = {}

@@ -539,7 +539,7 @@ def load_graph(path: str | os.PathLike) -> Graph:
 
     OSError if the file cannot be read; InvalidArgumentError naming the file if it is
     not UTF-8 JSON (or nests too deeply to read), naming the node and field if it is
-    not a valid GraphDef.
+    not a valid GraphDef. Its nodes' errors say they were defined at ``path``.
     """
     with open(path, "rb") as f:
         data = f.read()
@@ -556,7 +556,10 @@ def load_graph(path: str | os.PathLike) -> Graph:
                                    f"deeply to read") from None
     except ValueError as e:  # JSONDecodeError; an int past Python's digit limit
         raise InvalidArgumentError(f"{where} is not GraphDef JSON: {e}") from None
-    return from_graph_def(graph_def)
+    graph = from_graph_def(graph_def)
+    for op in graph.operations():  # errors say "defined at model.json", not the loader's line
+        op.site = where
+    return graph
 
 
 __all__ = ["FORMAT", "VERSION", "as_graph_def", "to_json", "import_graph_def", "from_graph_def",

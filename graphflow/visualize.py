@@ -3,7 +3,8 @@
 ``to_dot`` needs nothing but the graph. Each op is a box labelled with its
 name, type and each output's dtype and shape, filled by requested device (a
 legend says which colour is which); constants are smaller and show small
-values; name scopes (``scope.with_sub_scope``) are dashed clusters. Data edges
+values; name scopes (``scope.with_sub_scope``) are dashed clusters, or one box
+each when collapsed (``collapse=``, ``depth=``). Data edges
 are solid and carry the tensor shape, control edges are dashed. ``render`` runs Graphviz's ``dot`` if it is
 installed (``apt-get install graphviz``, ``brew install graphviz``).
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
@@ -26,6 +27,8 @@ DEVICE_COLORS = {"cpu": "#dae8fc", "gpu": "#d5e8d4", "": "#ffffff"}
 _LEGEND = (("cpu", "requested CPU"), ("gpu", "requested GPU"), ("", "no device requested"))
 #: Fill colour of a fused element-wise region's cluster.
 FUSED_COLOR = "#fff2cc"
+#: Fill colour of a collapsed name scope's box.
+BOX_COLOR = "#eeeeee"
 #: Formats ``render`` asks ``dot`` for, by file extension.
 RENDER_FORMATS = ("svg", "png", "pdf")
 _MAX_SHOWN_VALUE = 4  # a Const with at most this many elements shows its value
@@ -80,38 +83,82 @@ def _node_line(op: "Operation", scope: str) -> str:
 
 
 def to_dot(graph: "Graph", *, legend: bool = True, rankdir: str = "TB",
-           fused: bool = False) -> str:
+           fused: bool = False, collapse: Iterable[str] = (), depth: int | None = None) -> str:
     """The DOT text of ``graph``: one box per op (constants smaller, in grey), name
     scopes as dashed clusters, solid data edges labelled with the shape (and the
     output index of a multi-output op) and dashed control edges. ``fused=True`` also
     draws each element-wise region that a plan fetching the graph's unread outputs
     fuses into one kernel (runtime/fusion.py) as a filled cluster of the ops it
-    replaces, inside the innermost name scope that holds them all."""
+    replaces, inside the innermost name scope that holds them all.
+
+    ``collapse``: name scopes drawn as one box each (what they hold, sub-scopes
+    included, inside it; edges to and from it merged), as TensorBoard draws a closed
+    scope; ``depth=N`` closes every scope nested deeper than N levels (0: every
+    top-level scope is a box). A scope the graph lacks is an InvalidArgumentError."""
     ops = graph.operations()
+    boxes = _collapsed(ops, tuple(collapse), depth)
+    regions = [r for r in (_fused_regions(graph) if fused else [])
+               if not any(op.name in boxes for op in r.members)]
     lines = ["digraph graphflow {",
              f"  graph [rankdir={rankdir}, fontname=Helvetica, fontsize=10];",
              '  node [shape=box, style="rounded,filled", fontname=Helvetica, fontsize=10];',
              "  edge [fontname=Helvetica, fontsize=9];"]
-    _ScopeTree(ops, _fused_regions(graph) if fused else []).emit(lines, "", "  ")
-    lines += _edge_lines(ops)
+    shown = [op for op in ops if op.name not in boxes]
+    _ScopeTree(shown, regions, _box_counts(boxes)).emit(lines, "", "  ")
+    lines += _edge_lines(ops, boxes)
     if legend:
         lines += _legend()
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
+def _collapsed(ops: list, collapse: tuple[str, ...], depth: int | None) -> dict[str, str]:
+    """{op name: the closed scope it is drawn in} for the ops inside a closed scope (the
+    outermost one, where scopes nest)."""
+    names = {op.name for op in ops}
+    scopes = {}
+    for op in ops:
+        parts = _scope_of(op.name, names).split("/")
+        scopes[op.name] = ["/".join(parts[:k]) for k in range(1, len(parts) + 1) if parts[0]]
+    known = {s for enclosing in scopes.values() for s in enclosing}
+    unknown = [c.strip("/") for c in collapse if c.strip("/") not in known]
+    if unknown:
+        tops = sorted({s for s in known if "/" not in s})
+        raise InvalidArgumentError(f"Cannot collapse name scope(s) {', '.join(unknown)}: the "
+                                   f"graph has no such scope (its top-level scopes: "
+                                   f"{', '.join(tops) or 'none'})")
+    closed = {c.strip("/") for c in collapse}
+    boxes = {}
+    for name, enclosing in scopes.items():
+        box = next((s for k, s in enumerate(enclosing)
+                    if s in closed or (depth is not None and k >= depth)), None)
+        if box is not None:
+            boxes[name] = box + ":"  # the box's node id: no op name holds a colon
+    return boxes
+
+
+def _box_counts(boxes: dict[str, str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for box in boxes.values():
+        counts[box] = counts.get(box, 0) + 1
+    return counts
+
+
 class _ScopeTree:
     """The name scopes of a graph as nested clusters: per scope, its child scopes, the
     fused regions drawn in it and the ops drawn directly in it."""
 
-    def __init__(self, ops: list, regions: list):
+    def __init__(self, ops: list, regions: list, boxes: dict[str, int] | None = None):
         names = {op.name for op in ops}
         in_region = {op for r in regions for op in r.members}
+        self.boxes: dict[str, list[tuple[str, int]]] = {}
+        for box, count in (boxes or {}).items():  # a closed scope sits in its parent
+            self.boxes.setdefault(box[:-1].rpartition("/")[0], []).append((box, count))
         self.regions: dict[str, list] = {}
         for r in regions:
             scope = _common_scope([_scope_of(op.name, names) for op in r.members])
             self.regions.setdefault(scope, []).append(r)
-        self.members: dict[str, list] = {scope: [] for scope in self.regions}
+        self.members: dict[str, list] = {scope: [] for scope in (*self.regions, *self.boxes)}
         for op in ops:
             if op not in in_region:
                 self.members.setdefault(_scope_of(op.name, names), []).append(op)
@@ -141,20 +188,39 @@ class _ScopeTree:
             lines.append(f"{indent}}}")
         for op in self.members.get(scope, []):
             lines.append(indent + _node_line(op, scope))
+        for box, count in self.boxes.get(scope, []):
+            short = box[len(scope) + 1:-1] if scope else box[:-1]
+            label = f"{short}\n({count} op{'s' * (count > 1)})"
+            lines.append(f"{indent}{_quote(box)} [label={_quote(label)}, shape=box3d, "
+                         f"style=filled, fillcolor=\"{BOX_COLOR}\"];")
 
 
-def _edge_lines(ops: list) -> list[str]:
+def _edge_lines(ops: list, boxes: dict[str, str]) -> list[str]:
     """Data edges labelled with the shape (and the output index of a multi-output
-    producer), then dashed control edges, per consumer."""
-    lines = []
+    producer), then dashed control edges, per consumer; an edge into, out of or between
+    closed scopes is drawn once per pair of ends (labelled with its count when several
+    tensors travel it), an edge inside one not at all."""
+    data: dict[tuple, list[str]] = {}
+    control: dict[tuple, None] = {}
     for op in ops:
-        for src in op.inputs:
-            port = f":{src.index} " if len(src.op.outputs) > 1 else ""
-            lines.append(f"  {_quote(src.op.name)} -> {_quote(op.name)} "
-                         f"[label={_quote(port + str(src.shape))}];")
+        dst = boxes.get(op.name, op.name)
+        for j, src in enumerate(op.inputs):
+            end = (boxes.get(src.op.name, src.op.name), dst)
+            if end[0] != end[1]:  # between two ops: one edge per input
+                key = end if src.op.name in boxes or op.name in boxes else (*end, j)
+                port = f":{src.index} " if len(src.op.outputs) > 1 else ""
+                data.setdefault(key, []).append(port + str(src.shape))
         for ctrl in op.control_inputs:
-            lines.append(f"  {_quote(ctrl.name)} -> {_quote(op.name)} "
-                         f"[style=dashed, color=gray40, arrowhead=odot];")
+            end = (boxes.get(ctrl.name, ctrl.name), dst)
+            if end[0] != end[1]:
+                control[end] = None
+    lines = []
+    for (src, dst, *_), labels in data.items():
+        label = labels[0] if len(labels) == 1 else f"{len(labels)} tensors"
+        lines.append(f"  {_quote(src)} -> {_quote(dst)} [label={_quote(label)}];")
+    for src, dst in control:  # one per pair, as before: an op lists a control input once
+        lines.append(f"  {_quote(src)} -> {_quote(dst)} "
+                     f"[style=dashed, color=gray40, arrowhead=odot];")
     return lines
 
 

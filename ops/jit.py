@@ -17,7 +17,9 @@ Every compiled CPU kernel goes through :func:`kernel`:
   overrides the folder; ``GRAPHFLOW_JIT_CACHE=0`` turns the disk cache off.
 
 Compiling one signature costs 0.1-0.3 s the first time; a kernel loaded from the
-disk cache costs a few milliseconds.
+disk cache costs a few milliseconds. Each compile of a graphflow kernel is logged on
+``graphflow.jit``: at INFO when it took :data:`LONG_COMPILE_SECONDS` or more, at
+DEBUG otherwise (``graphflow -v`` shows the INFO lines).
 """
 from __future__ import annotations
 
@@ -28,12 +30,15 @@ import logging
 import os
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Callable
 
 import numba
 import numpy as np
 from numba.core import caching as _caching
+from numba.core import event as _event
 
 log = logging.getLogger("graphflow.jit")
 
@@ -206,3 +211,40 @@ def _load(self, key):
 _caching.IndexDataCacheFile._load_index = _load_index
 _caching.IndexDataCacheFile.load = _load
 
+
+
+# -- compiles are logged --------------------------------------------------------------------
+#: A compile taking this long or longer is logged at INFO (shorter ones at DEBUG).
+LONG_COMPILE_SECONDS = 0.5
+
+
+class _CompileLog(_event.Listener):
+    """Times numba's compiles of graphflow's kernels (its own and generated ones; a kernel
+    loaded from the disk cache is no compile); nested compiles count in the outermost."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def on_start(self, event):
+        stack = self._local.__dict__.setdefault("stack", [])
+        stack.append(time.perf_counter())
+
+    def on_end(self, event):
+        stack = self._local.__dict__.get("stack")
+        if not stack:  # pragma: no cover - an end without its start
+            return
+        seconds = time.perf_counter() - stack.pop()
+        dispatcher = event.data.get("dispatcher") if isinstance(event.data, dict) else None
+        fn = getattr(dispatcher, "py_func", None)
+        module = getattr(fn, "__module__", "") or ""
+        if stack or not module.startswith("graphflow"):
+            return
+        args = ", ".join(str(a) for a in event.data.get("args", ()))
+        log.log(logging.INFO if seconds >= LONG_COMPILE_SECONDS else logging.DEBUG,
+                "compiled %s.%s(%s) in %.2f s", module.rsplit(".", 1)[-1],
+                fn.__name__, args, seconds)
+
+
+_listeners = getattr(_event, "_registered", {}).get("numba:compile", ())
+if not any(type(x).__name__ == "_CompileLog" for x in _listeners):  # once, even on reload
+    _event.register("numba:compile", _CompileLog())

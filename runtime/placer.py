@@ -77,10 +77,11 @@ def place(ops: Iterable[Operation], devices: Sequence[Device], *, soft_placement
 def require_local_devices(ops: Iterable[Operation]) -> None:
     """A job/replica/task in an op's device names a task of a cluster, which a Session
     without one cannot give: InvalidArgumentError naming the op and its device, never
-    a silent local placement. (A distributed Session strips the task part before its
-    workers place their ops.)"""
+    a silent local placement. Task 0 / replica 0 without a job is the local process, as
+    in TensorFlow's local Session. (A distributed Session strips the task part before
+    its workers place their ops.)"""
     for op in ops:
-        if op.device and parse_device(op.device).has_task:
+        if op.device and not parse_device(op.device).is_local_process:
             raise InvalidArgumentError(
                 f"Cannot assign a device for operation {op.name}: it requests {op.device} but "
                 f"the Session has no cluster: pass gf.SessionConfig(cluster=client) with a "

@@ -22,7 +22,8 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", 
 FILES = {"scatter_v1": "scatter_v1.pb", "glue": "glue.pbtxt", "frozen": "frozen.pb",
          "variables_v1": "variables_v1.pb", "frozen_v2": "frozen_v2.pb",
          "function": "function.pb", "nested_function": "nested_function.pb",
-         "consts": "consts.pb", "consts_uint": "consts_uint.pb"}
+         "consts": "consts.pb", "consts_uint": "consts_uint.pb",
+         "devices_no_job": "devices_no_job.pb"}
 #: fixtures that only TensorFlow's full schema (tensorboard's protos) reads: function
 #: libraries, uint32_val/uint64_val
 FULL_SCHEMA = {"function", "nested_function", "consts_uint"}

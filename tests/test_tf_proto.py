@@ -7,6 +7,7 @@ TensorFlow's ``make_tensor_proto``/``make_ndarray`` where TensorFlow is installe
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 
 import numpy as np
@@ -27,6 +28,8 @@ def _sources():
         out.append(pytest.param("tensorboard", id="tensorboard"))
     except ImportError:
         pass
+    if importlib.util.find_spec("tensorflow") is not None:  # imported by the first test using it
+        out.append(pytest.param("tensorflow", id="tensorflow"))
     return out
 
 
@@ -287,11 +290,9 @@ def test_attr_tensor_and_func(source):
 
 def test_missing_protobuf_classes_name_the_extra(monkeypatch):
     tp._load.cache_clear()
-    monkeypatch.setitem(sys.modules, "tensorboardX", None)
-    monkeypatch.setitem(sys.modules, "tensorboardX.proto", None)
-    monkeypatch.setitem(sys.modules, "tensorboard", None)
-    monkeypatch.setitem(sys.modules, "tensorboard.compat", None)
-    monkeypatch.setitem(sys.modules, "tensorboard.compat.proto", None)
+    hidden = ("tensorflow", "tensorboard", "tensorboardX")
+    for name in [m for m in sys.modules if m.split(".")[0] in hidden] + list(hidden):
+        monkeypatch.setitem(sys.modules, name, None)
     try:
         with pytest.raises(ImportError, match=r"pip install 'graphflow\[tensorboard\]'"):
             tp.protos()

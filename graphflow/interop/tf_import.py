@@ -45,17 +45,24 @@ _DEFAULT_ONLY_ATTRS = {("Equal", "incompatible_shape_error"): True,
 #: Attrs of TensorFlow's that only hint at how to compute (never what): accepted at any value.
 _HINT_ATTRS = {("MatMul", "grad_a"), ("MatMul", "grad_b"), ("BatchMatMulV2", "grad_x"),
                ("BatchMatMulV2", "grad_y")}
-#: GraphDef field numbers (graph.proto): node, library, version, versions, debug_info.
-_GRAPHDEF_FIELDS = {1, LIBRARY_FIELD, 3, 4, 5}
+#: GraphDef's fields (graph.proto) by number, with the wire type each is written with:
+#: node, library, version (an int), versions, debug_info.
+_GRAPHDEF_FIELDS = {1: 2, LIBRARY_FIELD: 2, 3: 0, 4: 2, 5: 2}
+#: SavedModel's fields (saved_model.proto): saved_model_schema_version (an int), meta_graphs.
+_SAVED_MODEL_FIELDS = {1: 0, 2: 2}
+_WIRE_TYPES = {0: "an integer", 1: "a 64-bit value", 2: "bytes", 3: "a group", 5: "a 32-bit value"}
 
 
 # -- 1. read -------------------------------------------------------------------------------
 def read_graph_def(source: Any, ps: tp.ProtoSet | None = None) -> Any:
     """A GraphDef message (of ``ps``'s classes) from a path, bytes or any GraphDef message;
-    the caller's message is never modified."""
+    the caller's message is never modified. A directory, or a file that is not a
+    GraphDef (a SavedModel's ``saved_model.pb``...), is an InvalidArgumentError naming it."""
     ps = ps or tp.protos()
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
+        if os.path.isdir(path):
+            raise _directory_error(path)
         with open(path, "rb") as f:
             data = f.read()
         if path.endswith(".pbtxt"):
@@ -73,6 +80,15 @@ def read_graph_def(source: Any, ps: tp.ProtoSet | None = None) -> Any:
                     f"message, got {type(source).__name__}")
 
 
+def _directory_error(path: str) -> InvalidArgumentError:
+    if any(os.path.isfile(os.path.join(path, f)) for f in ("saved_model.pb", "saved_model.pbtxt")):
+        return InvalidArgumentError(
+            f"{path} is a SavedModel directory, not a GraphDef file: load it with "
+            f"gf.load_saved_model({path!r}) (its signatures and variables), or import a "
+            f"frozen GraphDef (.pb/.pbtxt)")
+    return InvalidArgumentError(f"{path} is a directory, not a GraphDef file (.pb or .pbtxt)")
+
+
 def _parse_binary(data: bytes, where: str, ps: tp.ProtoSet) -> Any:
     from google.protobuf.message import DecodeError
 
@@ -80,13 +96,42 @@ def _parse_binary(data: bytes, where: str, ps: tp.ProtoSet) -> Any:
     try:
         graph_def.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as e:
+        _refuse_other_messages(data, where)
         raise error(f"{where} could not be parsed as a binary GraphDef (truncated or not a "
                      f"GraphDef): {e}") from None
-    stray = tp.unknown_field_numbers(graph_def) - _GRAPHDEF_FIELDS
+    unknown = tp.unknown_field_numbers(graph_def)
+    if unknown or (data and not graph_def.node):  # what a GraphDef would not leave
+        _refuse_other_messages(data, where)
+    stray = unknown - set(_GRAPHDEF_FIELDS)
     if stray:
         raise error(f"{where} is not a GraphDef (it has fields numbered "
                      f"{sorted(stray)}, which a GraphDef does not)")
     return graph_def
+
+
+def _refuse_other_messages(data: bytes, where: str) -> None:
+    """InvalidArgumentError naming ``where`` if its top-level fields are not a GraphDef's
+    (read schema-free: a schema that lacks a field keeps it unknown, so a SavedModel
+    would otherwise read as an empty GraphDef through tensorboardX's classes)."""
+    from google.protobuf import empty_pb2, unknown_fields
+    from google.protobuf.message import DecodeError
+
+    try:
+        top = [(f.field_number, f.wire_type)
+               for f in unknown_fields.UnknownFieldSet(empty_pb2.Empty.FromString(data))]
+    except (DecodeError, RuntimeError, ValueError):
+        return  # not even protobuf: the caller's parse error says so
+    numbers = {number for number, _ in top}
+    if numbers >= {1, 2} and all(_SAVED_MODEL_FIELDS.get(n) == w for n, w in top):
+        folder = repr(os.path.dirname(where) or ".") if where.endswith(".pb") else "path"
+        raise InvalidArgumentError(
+            f"{where} is a SavedModel (saved_model.pb), not a GraphDef: load its directory "
+            f"with gf.load_saved_model({folder}), or import a frozen GraphDef")
+    for number, wire in top:
+        if _GRAPHDEF_FIELDS.get(number, wire) != wire:
+            raise error(f"{where} is not a GraphDef: its field {number} holds "
+                        f"{_WIRE_TYPES.get(wire, f'wire type {wire}')}, where a GraphDef's "
+                        f"holds {_WIRE_TYPES[_GRAPHDEF_FIELDS[number]]}")
 
 
 #: Fields of TensorFlow's schema that tensorboardX's older one lacks (text format names
@@ -106,6 +151,9 @@ def _parse_text(data: bytes, where: str, ps: tp.ProtoSet) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise error(f"{where} is not a text GraphDef: byte {e.start} is not UTF-8") from None
+    if re.search(r"(?m)^\s*(saved_model_schema_version|meta_graphs)\s*[:{]", text):
+        raise InvalidArgumentError(f"{where} is a SavedModel (saved_model.pbtxt), not a "
+                                   f"GraphDef: load its directory with gf.load_saved_model")
     if not ps.full:  # DataType values newer than tensorboardX's enum, by number
         text = _NEWER_ENUM.sub(lambda m: f"{m[1]}{_NEWER_ENUMS[m[2]]}", text)
     try:
@@ -300,6 +348,17 @@ def _parse_input_map(input_map: Mapping | None) -> dict[tuple[str, int], Any]:
     return out
 
 
+def _missing_ops_error(planner: Planner) -> UnimplementedError:
+    """ONE error listing every op graphflow lacks, with the nodes using it; a node inside
+    a library function (an If/While branch or body) is named ``function/node``."""
+    listing = "; ".join(f"{op} (nodes: {', '.join(names)})"
+                        for op, names in sorted(planner.missing.items()))
+    inside = ", ".join(f"'{f}'" for f in sorted(planner.missing_in))
+    where = f" (nodes named f/node are in library function f: {inside})" if inside else ""
+    return UnimplementedError(f"The GraphDef uses {len(planner.missing)} op type(s) "
+                              f"graphflow does not implement: {listing}{where}")
+
+
 # -- entry point ---------------------------------------------------------------------------
 def import_tf_graph(source: Any, input_map: Mapping[str, Any] | None = None) -> Graph:
     """A new gf.Graph holding a TensorFlow GraphDef, TF's node names kept.
@@ -314,7 +373,9 @@ def import_tf_graph(source: Any, input_map: Mapping[str, Any] | None = None) -> 
     InvalidArgumentError naming the node for a malformed GraphDef (unparseable or
     truncated bytes, a missing input, a cycle, an attr of the wrong kind). Needs the
     ``tensorboard`` extra (TensorFlow's protobuf classes); a function library needs
-    ``tensorboard-full``.
+    TensorFlow's full schema (TensorFlow or ``tensorboard-full``). A directory (a
+    SavedModel's: use ``gf.load_saved_model``) or a file that is not a GraphDef is an
+    InvalidArgumentError naming it. The nodes of a file are "defined at" its path.
     """
     ps = tp.protos()
     mapping = _parse_input_map(input_map)
@@ -323,10 +384,7 @@ def import_tf_graph(source: Any, input_map: Mapping[str, Any] | None = None) -> 
     nodes = planner.plan(graph_def)
     by_name = check_refs(nodes)
     if planner.missing:
-        listing = "; ".join(f"{op} (nodes: {', '.join(names)})"
-                            for op, names in sorted(planner.missing.items()))
-        raise UnimplementedError(f"The GraphDef uses {len(planner.missing)} op type(s) "
-                                 f"graphflow does not implement: {listing}")
+        raise _missing_ops_error(planner)
     unknown = sorted(f"{name}:{index}" for name, index in mapping if name not in by_name)
     if unknown:
         raise InvalidArgumentError(f"Attempted to map inputs that were not found in the "
@@ -344,6 +402,9 @@ def import_tf_graph(source: Any, input_map: Mapping[str, Any] | None = None) -> 
             raise InvalidArgumentError(f"input_map names '{name}:{index}', but '{name}' has "
                                        f"{len(built[name].outputs)} outputs", name,
                                        built[name].type)
+    if isinstance(source, (str, os.PathLike)):  # errors say "defined at model.pb"
+        for op in graph.operations():
+            op.site = os.fspath(source)
     return graph
 
 

@@ -126,6 +126,8 @@ class Planner:
         #: inlined call -> (its results as (node, ref), the function's output names)
         self.results: dict[str, tuple[list, list[str]]] = {}
         self.missing: dict[str, list[str]] = {}
+        self.walked_functions: set[str] = set()  # functions searched for missing ops
+        self.missing_in: set[str] = set()  # ... and those that use some
 
     # -- top level --------------------------------------------------------------------
     def plan(self, graph_def: Any) -> list[Node]:
@@ -170,12 +172,39 @@ class Planner:
         if not calls and n.op not in self.ops and OP_ALIASES.get(n.op) not in self.ops:
             self.missing.setdefault(n.op, []).append(n.name)
             self.nodes.append(n)
+            self._missing_in_functions(raw)
             return
         n.attrs = _decode_attrs(raw, n.name, substitute)
         if calls:
             self._inline(n, self._called_function(n), stack)
         else:
             self.nodes.append(n)
+
+    def _missing_in_functions(self, raw: Any) -> None:
+        """Record the ops graphflow lacks inside the library functions named by the attrs
+        of a node it cannot build (If/While branches and bodies), as ``function/node``,
+        through the functions those name; each function once."""
+        for fname in self._functions_named(raw):
+            if fname in self.walked_functions:
+                continue
+            self.walked_functions.add(fname)
+            for nd in self.functions[fname].node_def:
+                if nd.op not in self.functions and nd.op not in _CALL_OPS \
+                        and nd.op not in self.ops and OP_ALIASES.get(nd.op) not in self.ops:
+                    self.missing.setdefault(nd.op, []).append(f"{fname}/{nd.name}")
+                    self.missing_in.add(fname)
+                self._missing_in_functions(nd)
+
+    def _functions_named(self, raw: Any) -> list[str]:
+        """The library functions a NodeDef calls: its op, its ``func`` attrs."""
+        names = [raw.op]
+        for _, value in sorted(raw.attr.items()):
+            which = value.WhichOneof("value")
+            if which == "func":
+                names.append(value.func.name)
+            elif which == "list":
+                names += [f.name for f in value.list.func]
+        return [name for name in names if name in self.functions]
 
     def _called_function(self, n: Node) -> str:
         if n.op in _CALL_OPS:

@@ -1,14 +1,19 @@
 """TensorFlow's protobuf messages, and conversions between them and graphflow values.
 
 The message classes are maintained generated code, never a hand-written wire
-parser (DESIGN.md, third wave). Two sources, loaded lazily:
+parser (DESIGN.md, third wave). Three sources, loaded lazily:
 
+- ``tensorflow.core.framework`` (TensorFlow itself): TensorFlow's full schema.
+- ``tensorboard.compat.proto`` (package ``tensorboard``): a copy of the same schema.
 - ``tensorboardX.proto`` (extra ``tensorboard``: 0.65 MB, brings only protobuf):
   GraphDef, NodeDef, AttrValue, TensorProto, TensorShapeProto. Its schema is an
   older cut of TensorFlow's: its GraphDef has no function ``library`` and its
   TensorProto no ``uint32_val``/``uint64_val`` fields.
-- ``tensorboard.compat.proto`` (package ``tensorboard``, larger): TensorFlow's
-  full schema. Used when importable; :func:`protos` says which one is in use.
+
+:func:`protos` takes TensorFlow's classes when TensorFlow is imported already,
+tensorboard's when importable, then TensorFlow's (installed but not imported:
+importing it costs seconds, tensorboard's copy of the schema milliseconds), and
+tensorboardX's last; ``protos().source`` says which one is in use.
 
 What needs the full schema and finds only tensorboardX's is refused with an error
 that says so (:func:`require_full`); writing never needs it (uint32/uint64 values
@@ -22,8 +27,11 @@ dtypes graphflow lacks); callers add the node name.
 from __future__ import annotations
 
 import functools
+import importlib
+import logging
 import math
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +42,8 @@ from ..convert import from_little_endian
 from ..dtypes import DType, dtype_of_array
 from ..errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError
 from ..shapes import TensorShape
+
+log = logging.getLogger("graphflow.interop")
 
 #: How to get the message classes, named in every error about their absence.
 INSTALL_HINT = "pip install 'graphflow[tensorboard]'"
@@ -48,7 +58,7 @@ class ProtoSet:
     """The generated classes of one source. ``full``: TensorFlow's whole schema
     (GraphDef.library, FunctionDef, TensorProto.uint32_val/uint64_val)."""
 
-    source: str  # "tensorboard" or "tensorboardX"
+    source: str  # "tensorflow", "tensorboard" or "tensorboardX"
     full: bool
     GraphDef: type
     NodeDef: type
@@ -59,27 +69,37 @@ class ProtoSet:
     VersionDef: type
 
 
+#: Where each source's generated modules live.
+_PACKAGES = {"tensorflow": "tensorflow.core.framework", "tensorboard": "tensorboard.compat.proto",
+             "tensorboardX": "tensorboardX.proto"}
+_MODULES = ("attr_value_pb2", "graph_pb2", "node_def_pb2", "tensor_pb2", "tensor_shape_pb2",
+            "versions_pb2")
+
+
 @functools.cache
 def _load(source: str) -> ProtoSet:
-    if source == "tensorboard":
-        from tensorboard.compat.proto import (attr_value_pb2, graph_pb2, node_def_pb2,
-                                              tensor_pb2, tensor_shape_pb2, versions_pb2)
-    elif source == "tensorboardX":
-        from tensorboardX.proto import (attr_value_pb2, graph_pb2, node_def_pb2, tensor_pb2,
-                                        tensor_shape_pb2, versions_pb2)
-    else:
-        raise ValueError(f"protos(): source must be 'tensorboard' or 'tensorboardX', got "
-                         f"{source!r}")
-    return ProtoSet(source, source == "tensorboard", graph_pb2.GraphDef, node_def_pb2.NodeDef,
-                    attr_value_pb2.AttrValue, attr_value_pb2.NameAttrList,
-                    tensor_pb2.TensorProto, tensor_shape_pb2.TensorShapeProto,
-                    versions_pb2.VersionDef)
+    if source not in _PACKAGES:
+        raise ValueError(f"protos(): source must be one of {', '.join(map(repr, _PACKAGES))}, "
+                         f"got {source!r}")
+    m = {name: importlib.import_module(f"{_PACKAGES[source]}.{name}") for name in _MODULES}
+    return ProtoSet(source, source != "tensorboardX", m["graph_pb2"].GraphDef,
+                    m["node_def_pb2"].NodeDef, m["attr_value_pb2"].AttrValue,
+                    m["attr_value_pb2"].NameAttrList, m["tensor_pb2"].TensorProto,
+                    m["tensor_shape_pb2"].TensorShapeProto, m["versions_pb2"].VersionDef)
+
+
+def _order() -> tuple[str, ...]:
+    """The sources :func:`protos` tries, best first: TensorFlow's own classes when it is
+    imported already (its messages then interoperate with the user's), tensorboard's copy
+    of the same schema (cheap to import), TensorFlow's when installed, tensorboardX's."""
+    imported = sys.modules.get("tensorflow") is not None
+    return (("tensorflow",) if imported else ()) + ("tensorboard",) + \
+        (() if imported else ("tensorflow",)) + ("tensorboardX",)
 
 
 def protos(source: str | None = None) -> ProtoSet:
-    """TensorFlow's message classes: TensorFlow's full schema from ``tensorboard`` when
-    importable, else tensorboardX's; ``source`` picks one. ImportError naming the extra
-    to install when neither is there."""
+    """TensorFlow's message classes from the best source importable (see :func:`_order`);
+    ``source`` picks one. ImportError naming the extra to install when none is there."""
     if source is not None:
         try:
             return _load(source)
@@ -87,13 +107,16 @@ def protos(source: str | None = None) -> ProtoSet:
             hint = INSTALL_HINT if source == "tensorboardX" else FULL_INSTALL_HINT
             raise ImportError(f"TensorFlow's protobuf messages from {source} are not "
                               f"importable ({e}); install them with: {hint}") from e
-    for name in ("tensorboard", "tensorboardX"):
+    for name in _order():
         try:
             return _load(name)
         except ImportError:
             continue
+        except Exception as e:  # noqa: BLE001 - a broken install (protobuf too old...)
+            log.debug("TensorFlow's messages from %s do not load: %s", name, e)
     raise ImportError("Reading or writing TensorFlow GraphDefs needs TensorFlow's protobuf "
-                      f"messages (from tensorboardX); install them with: {INSTALL_HINT}")
+                      f"messages (from TensorFlow, tensorboard or tensorboardX); install them "
+                      f"with: {INSTALL_HINT}")
 
 
 def require_full(ps: ProtoSet, what: str) -> None:
@@ -101,7 +124,8 @@ def require_full(ps: ProtoSet, what: str) -> None:
     if not ps.full:
         raise UnimplementedError(
             f"{what} is readable only through TensorFlow's full protobuf schema, which "
-            f"tensorboardX's messages lack; install tensorboard to read it: {FULL_INSTALL_HINT}")
+            f"tensorboardX's messages lack; install tensorboard (or TensorFlow) to read it: "
+            f"{FULL_INSTALL_HINT}")
 
 
 def unknown_field_numbers(message: Any) -> set[int]:
