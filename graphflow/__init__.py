@@ -43,6 +43,9 @@ from .variables import Variable, global_variables, global_variables_initializer 
 from . import train  # noqa: E402
 from . import nn  # noqa: E402
 from .interop.tf_import import import_tf_graph  # noqa: E402  (extra `tensorboard`, lazily)
+from .interop.saved_model import load_saved_model  # noqa: E402
+from .interop import saved_model as _saved_model  # noqa: E402
+_saved_model.install_session(Session)  # SavedModel.session() gives a gf.Session (a layer up)
 from .interop.onnx_export import export_onnx  # noqa: E402  (imports onnx only when called)
 from .interop.tf_export import export_tf_graph  # noqa: E402  (protobuf only when called)
 from . import summary  # noqa: E402  (tensorboardX only when used)
@@ -61,5 +64,5 @@ __all__ = [
     "GradientCheck", "Variable", "global_variables", "global_variables_initializer", "train",
     "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
     "uint32", "uint64", "bool", "complex64", "complex128", "string",
-    "export_tf_graph", "import_tf_graph", "summary",
+    "export_tf_graph", "import_tf_graph", "load_saved_model", "summary",
 ]

@@ -1,5 +1,7 @@
-"""Checkpoints: ``gf.train.Saver`` writes the values of variables to one file and
-restores them into a Session, by variable name (TensorFlow 1.x's ``tf.train.Saver``).
+"""Checkpoints: ``gf.train.Saver`` writes the values of variables in TensorFlow's
+checkpoint format and restores them into a Session, by name (TensorFlow 1.x's
+``tf.train.Saver``); TensorFlow reads graphflow's checkpoints and graphflow reads
+TensorFlow's.
 
 Which variables, which graph. ``Saver()`` saves and restores every variable of
 the Session's graph at the time of each call (``gf.global_variables(sess.graph)``),
@@ -9,79 +11,98 @@ and is bound to their graph; ``Saver(graph=g)`` binds a Saver without a list to
 ``g``. A Session of another graph is then a ValueError. Variables are matched by
 name only, so a rebuilt graph, or one read back with ``gf.load_graph``, restores
 a checkpoint written from another graph object, also in a Session whose
-initializers never ran.
+initializers never ran. Optimizer slots are variables named as TF 1.x names them
+(``w/Adam``, ``w/Adam_1``, ``beta1_power``), so they round-trip with TF 1.x too.
 
-File format (version 1), every integer little-endian::
+Names in TensorFlow's checkpoints. A TF 1.x Saver's keys are variable names
+(``dense/kernel``). A TF 2 ``tf.train.Checkpoint``'s are object-graph paths
+(``model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE``, plus the serialized object
+graph under ``_CHECKPOINTABLE_OBJECT_GRAPH``). ``Saver(name_map=...)`` says which
+checkpoint key restores which variable: a dict ``{checkpoint key: variable name}``
+(a variable the dict names is restored from the key mapped to it; any other from
+the key equal to its name, unless the dict maps that key elsewhere), or a callable
+``key -> variable name or None`` (None: the key restores nothing; two keys that map
+to one restored variable are an InvalidArgumentError). ``Saver.tf2_name`` is the
+TF 2 rule: it strips the suffix ``/.ATTRIBUTES/VARIABLE_VALUE`` and leaves other
+keys as they are, so ``name_map=gf.train.Saver.tf2_name`` restores
+``model/kernel/.ATTRIBUTES/VARIABLE_VALUE`` into the variable ``model/kernel``;
+compose it for more (``lambda k: Saver.tf2_name(k).removeprefix("model/")``). The
+names ``save`` writes are the var_list's.
 
-    offset 0        magic  b"\\x89GFCKPT\\n"                               8 bytes
-    offset 8        the tensors' raw bytes, one after another, no gaps
-    header_offset   header: UTF-8 JSON                             header_length bytes
-    size - 32       trailer: header_offset u64, header_length u64,
-                    header crc32 u32, crc32 of these 20 bytes u32,
-                    b"GFCKEND\\n"                                   32 bytes
-
-The header is ``{"format": "graphflow.Checkpoint", "version": 1, "producer": ...,
-"tensors": [{"name", "dtype", "shape", "offset", "nbytes", "crc32"}, ...]}``; a
-tensor's bytes are its C-order little-endian elements (bool: one byte, 0 or 1;
-complex: real then imaginary part; string: every element's length as a u64,
-then the elements' bytes one after another, so ``nbytes`` = 8 * size + the
-lengths' sum). The header comes last so that ``save``
-streams: it snapshots, checksums and writes one variable at a time, and learns
-every checksum before it writes the header. Every byte is covered: the magics
-are compared, the trailer and header carry crc32s, and the tensors must tile the
-bytes between the magic and the header exactly, each with its crc32 (a crc32
-detects any flipped byte, and any burst of up to 32 bits).
+Files (TensorFlow's tensor bundle, :mod:`graphflow.tf_bundle`). ``save(sess,
+"dir/model.ckpt")`` writes ``dir/model.ckpt.index`` (a sorted table of every
+tensor's dtype, shape, place and crc32c) and ``dir/model.ckpt.data-00000-of-00001``
+(the tensors' bytes), then the folder's ``checkpoint`` file (TensorFlow's
+CheckpointState, :mod:`graphflow.checkpoint_state`), which
+``gf.train.latest_checkpoint("dir")`` and ``tf.train.latest_checkpoint`` read.
+``global_step`` appends ``-<step>`` to the prefix, as TensorFlow does;
+``max_to_keep`` (default 5, as TensorFlow's; None or 0 keeps every file) deletes
+the oldest checkpoints this Saver wrote beyond that many. Saving over an existing
+prefix writes the data under a shard count its files do not use (1, else 2 with
+an empty second shard, ...): the rename of the ``.index`` is then the one moment
+the checkpoint changes, and the old data files go after it. ``restore`` reads any
+number of shards and TF 1.x's partitioned variables (slices); a path with no
+``.index`` that is a file in graphflow's own earlier format
+(:mod:`graphflow.legacy_checkpoint`, detected by its magic bytes) still restores.
 
 Guarantees.
 
-- ``save`` writes a temporary file next to the target, fsyncs it and renames it
-  over the target (``os.replace``): a crash leaves the previous checkpoint whole.
-  The file gets the mode ``open(path, "w")`` gives (0666 less the umask). Each
-  variable's value is copied under its lock, a consistent snapshot of it; an
-  uninitialized one is a FailedPreconditionError naming it.
-- ``restore`` checks everything before it assigns anything: a missing file is a
-  NotFoundError, a truncated or corrupt one a DataLossError (both name the file),
-  a variable the file lacks a NotFoundError, and one stored with another dtype or
-  shape than the graph's an InvalidArgumentError (both name the variable). Any of
-  these leaves every variable as it was. The values are read into fresh arrays
-  (never views of a file buffer) and assigned with every variable's lock held.
+- ``save`` writes temporary files next to the target, fsyncs them and renames
+  them into place, the ``.index`` last: a crash leaves the previous checkpoint
+  whole, and within a process saves and restores of one folder never see each
+  other's halves. Files get the mode ``open(path, "w")`` gives (0666 less the
+  umask). Each variable's value is copied under its lock, a consistent snapshot of
+  it; an uninitialized one is a FailedPreconditionError naming it. A path that is
+  empty, a folder, ends with a separator or lies in a missing folder is a
+  ValueError; one whose files' names are too long an InvalidArgumentError.
+- ``restore`` checks everything before it assigns anything: a missing checkpoint
+  is a NotFoundError ("Failed to find any matching files for <prefix>"), a
+  truncated or corrupt ``.index`` or data file a DataLossError naming the file
+  (every block and tensor carries a crc32c, and the tensors must tile each data
+  file exactly), a variable the checkpoint lacks a NotFoundError, and one stored
+  with another dtype or shape than the graph's an InvalidArgumentError (both name
+  the variable). Any of these leaves every variable as it was. The values are read
+  into fresh arrays (never views of a file buffer) and assigned with every
+  variable's lock held.
 """
 from __future__ import annotations
 
 import contextlib
 import errno
-import json
-import math
+import logging
 import os
+import re
 import secrets
-import struct
-import zlib
-from typing import Any, Iterable, Mapping, Sequence
+import threading
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .dtypes import ALL_TYPES, DType
-from .errors import (DataLossError, FailedPreconditionError, InvalidArgumentError,
-                     NotFoundError, UnimplementedError)
+from . import tf_bundle
+from .checkpoint_state import latest_checkpoint, write_state
+from .dtypes import dtype_of_array
+from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from .graph import Graph
+from .legacy_checkpoint import LegacyReader
+from .tf_bundle import data_filename, index_filename
 from .variables import Variable, global_variables
 
-FORMAT = "graphflow.Checkpoint"
-VERSION = 1
-MAGIC = b"\x89GFCKPT\n"
-END_MAGIC = b"GFCKEND\n"
-_TRAILER = struct.Struct("<QQII8s")  # header offset, header length, header crc, trailer crc, magic
-_DTYPES = {t.name: t for t in ALL_TYPES}
-_READ_CHUNK = 1 << 26  # 64 MiB: bounded reads into a tensor's buffer
+#: The suffix TF 2's tf.train.Checkpoint gives a variable's key.
+TF2_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+log = logging.getLogger("graphflow.train")
+NameMap = Mapping[str, str] | Callable[[str], "str | None"] | None
 
 
 class Saver:
     """Saves and restores variables (``save(sess, path)`` / ``restore(sess, path)``)."""
 
     def __init__(self, var_list: Sequence[Variable] | Mapping[str, Variable] | None = None,
-                 graph: Graph | None = None):
+                 graph: Graph | None = None, max_to_keep: int | None = 5,
+                 name_map: NameMap = None):
         if graph is not None and not isinstance(graph, Graph):
             raise TypeError(f"Saver's graph must be a gf.Graph, got {type(graph).__name__}")
+        if max_to_keep is not None and (not isinstance(max_to_keep, int) or max_to_keep < 0):
+            raise ValueError(f"max_to_keep must be None or an int >= 0, got {max_to_keep!r}")
         self._named = None if var_list is None else _named_variables(var_list)
         if self._named is not None:
             graphs = {id(v.graph): v.graph for _, v in self._named}
@@ -92,17 +113,36 @@ class Saver:
                 raise ValueError("Saver's var_list is from another graph than graph=")
             graph = own
         self.graph = graph
+        self.max_to_keep = max_to_keep
+        self._name_map = _checked_name_map(name_map)
+        self._last: list[str] = []  # the checkpoints this Saver wrote and keeps, oldest first
+        self._lock = threading.Lock()
         self._restore_ops: dict[tuple, tuple] = {}
 
+    @staticmethod
+    def tf2_name(key: str) -> str:
+        """The variable name of a TF 2 object-graph key: ``key`` without the suffix
+        ``/.ATTRIBUTES/VARIABLE_VALUE`` (other keys unchanged); a ``name_map``."""
+        return key[:-len(TF2_SUFFIX)] if key.endswith(TF2_SUFFIX) else key
+
+    @property
+    def last_checkpoints(self) -> list[str]:
+        """The checkpoints this Saver wrote and has not deleted, oldest first."""
+        with self._lock:
+            return list(self._last)
+
     # -- public API -------------------------------------------------------------------
-    def save(self, sess, save_path: str | os.PathLike, global_step: Any = None) -> str:
-        """Write the variables' values to ``save_path`` (``-{global_step}`` appended when
-        given, as TensorFlow does) atomically; returns the path written."""
+    def save(self, sess, save_path: str | os.PathLike, global_step: Any = None,
+             latest_filename: str | None = None, write_state: bool = True) -> str:
+        """Write the variables' values to the checkpoint ``save_path`` (``-{global_step}``
+        appended when given, as TensorFlow does) atomically; returns its prefix. With
+        ``write_state``, the folder's ``checkpoint`` file (or ``latest_filename``) then
+        names it, and checkpoints past ``max_to_keep`` are deleted."""
         named = self._variables(sess)
         path = os.fsdecode(os.fspath(save_path))
         if global_step is not None:
             path = f"{path}-{_step(sess, global_step)}"
-        target, folder = _save_target(path)
+        folder, name = _save_target(path)
         if _on_cluster(sess):  # the values live on the workers: one run reads them all
             values = sess.run([v.read() for _, v in named])
             states = [(key, _Snapshot(v.name, value)) for (key, v), value in zip(named, values)]
@@ -111,32 +151,19 @@ class Saver:
         for _, state in states:  # fail before writing anything (save checks again, locked)
             if state.value is None:
                 raise _uninitialized(state.name, path)
-        tmp = _temp_name(folder, os.path.basename(target))
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except OSError as e:
-            raise _os_error(e, path) from None
-        try:
-            with os.fdopen(fd, "wb") as f:
-                _write(f, states, path)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException as e:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            if isinstance(e, OSError):
-                raise _os_error(e, path) from None
-            raise
-        _fsync_folder(folder)
+        _write_checkpoint(folder, name, states, path)
+        if write_state:
+            self._record(folder, path, latest_filename)
         return path
 
     def restore(self, sess, save_path: str | os.PathLike) -> None:
-        """Assign the values stored in ``save_path`` to the variables, all or none."""
+        """Assign the values stored in the checkpoint ``save_path`` to the variables,
+        all or none."""
         named = self._variables(sess)
         path = os.fsdecode(os.fspath(save_path))
-        with _Reader(path) as reader:
-            entries = [(v, reader.entry_for(key, v)) for key, v in named]
+        with _open_checkpoint(path) as reader:
+            keys = _KeyFinder(reader, self._name_map)
+            entries = [(v, _entry_for(reader, keys, key, v)) for key, v in named]
             values = [(v, reader.read(entry)) for v, entry in entries]
         if _on_cluster(sess):
             # one run assigns them all; a cluster commits a run's writes only when every
@@ -156,6 +183,29 @@ class Saver:
                 state.value = value
 
     # -- helpers ------------------------------------------------------------------------
+    def _record(self, folder: str, path: str, latest_filename: str | None) -> None:
+        """Name ``path`` the latest checkpoint in the state file; delete the oldest ones
+        past ``max_to_keep`` (after the state file stops naming them), as TF 1.x does."""
+        with self._lock:
+            if path in self._last:
+                self._last.remove(path)
+            self._last.append(path)
+            drop = []
+            if self.max_to_keep:
+                while len(self._last) > self.max_to_keep:
+                    drop.append(self._last.pop(0))
+                kept = list(self._last)
+            else:
+                self._last, kept = [], [path]  # every file stays; the state names the latest
+        with _folder_lock(folder):
+            try:
+                write_state(folder, path, kept, latest_filename)
+            except OSError as e:
+                raise _os_error(e, os.path.join(folder, latest_filename or "checkpoint")) \
+                    from None
+        for old in drop:
+            _delete_checkpoint(old)
+
     def _restore_op(self, v: Variable):
         """(placeholder, assign) that sets ``v`` from a fed value, built once per variable
         on its device (as TensorFlow's Saver builds its restore ops into the graph)."""
@@ -188,6 +238,7 @@ class Saver:
         if not named:
             raise ValueError("No variables to save")
         return list(named.items())
+
 
 
 def _named_variables(var_list: Any) -> list[tuple[str, Variable]]:
@@ -247,67 +298,197 @@ def _uninitialized(name: str, path: str) -> FailedPreconditionError:
         f"initializer or restore a checkpoint first")
 
 
-# -- writing ---------------------------------------------------------------------------
-def _write(f, states: Iterable, path: str) -> None:
-    """The whole file into ``f``: magic, each variable's snapshot, header, trailer."""
-    from .version import __version__
-
-    f.write(MAGIC)
-    offset, tensors = len(MAGIC), []
-    for key, state in states:
-        with state.lock:
-            if state.value is None:
-                raise _uninitialized(state.name, path)
-            value = state.value
-            snapshot = np.array(value, dtype=value.dtype.newbyteorder("<"), order="C")
-        raw = _encode_strings(snapshot) if snapshot.dtype == object else \
-            snapshot.reshape(-1).view(np.uint8)
-        f.write(raw)
-        tensors.append({"name": key, "dtype": _dtype_name(value.dtype), "shape": list(value.shape),
-                        "offset": offset, "nbytes": raw.size, "crc32": zlib.crc32(raw)})
-        offset += raw.size
-        del snapshot, raw
-    header = json.dumps({"format": FORMAT, "version": VERSION,
-                         "producer": f"graphflow {__version__}", "tensors": tensors},
-                        separators=(",", ":")).encode("utf-8")
-    f.write(header)
-    f.write(_trailer(offset, len(header), zlib.crc32(header)))
+# -- names: which checkpoint key restores which variable ---------------------------------
+def _checked_name_map(name_map: Any) -> NameMap:
+    if name_map is None or callable(name_map):
+        return name_map
+    if not isinstance(name_map, Mapping):
+        raise TypeError(f"Saver's name_map must be a dict or a callable, got "
+                        f"{type(name_map).__name__}")
+    names: dict[str, str] = {}
+    for key, name in name_map.items():
+        if not isinstance(key, str) or not isinstance(name, str):
+            raise TypeError(f"Saver's name_map maps checkpoint keys (str) to variable names "
+                            f"(str), got {key!r}: {name!r}")
+        if name in names:
+            raise ValueError(f"Saver's name_map maps both {names[name]!r} and {key!r} to "
+                             f"variable {name!r}")
+        names[name] = key
+    return dict(name_map)
 
 
-def _encode_strings(value: np.ndarray) -> np.ndarray:
-    """A string tensor's bytes: each element's length (u64), then the elements."""
-    items = [item if isinstance(item, bytes) else bytes(item) for item in value.reshape(-1)]
-    lengths = np.array([len(item) for item in items], dtype="<u8")
-    return np.frombuffer(lengths.tobytes() + b"".join(items), dtype=np.uint8)
+class _KeyFinder:
+    """The checkpoint key that restores a variable name, under a ``name_map``."""
 
+    def __init__(self, reader, name_map: NameMap):
+        self.name_map = name_map
+        self.by_name: dict[str, list[str]] = {}
+        if isinstance(name_map, Mapping):
+            self.by_name = {name: [key] for key, name in name_map.items()}
+        elif name_map is not None:
+            for key in reader.keys():
+                name = name_map(key)
+                if name is not None and not isinstance(name, str):
+                    raise TypeError(f"name_map({key!r}) returned {name!r}, not a str or None")
+                if name is not None:
+                    self.by_name.setdefault(name, []).append(key)
 
-def _decode_strings(raw: np.ndarray, shape: tuple) -> np.ndarray | None:
-    """The object array of bytes that ``raw`` encodes, or None if its lengths do not
-    fill ``raw`` exactly."""
-    size = math.prod(shape)
-    lengths = raw[:8 * size].view("<u8").astype(np.uint64)
-    if int(lengths.sum(dtype=np.uint64)) != raw.size - 8 * size or \
-            (size and int(lengths.max()) > raw.size):  # a sum that wrapped around
-        return None
-    data, ends = raw[8 * size:].tobytes(), np.cumsum(lengths, dtype=np.int64)
-    value = np.empty(size, dtype=object)
-    start = 0
-    for i, end in enumerate(ends.tolist()):
-        value[i] = data[start:end]
-        start = end
-    return value.reshape(shape)
-
-
-def _dtype_name(dtype: np.dtype) -> str:
-    for name, t in _DTYPES.items():
-        if t.as_numpy_dtype == dtype:
+    def key(self, name: str) -> str | None:
+        """The key for ``name`` (None: no key maps to it)."""
+        if self.name_map is None:
             return name
-    raise InvalidArgumentError(f"Cannot save a value of numpy dtype {dtype}")
+        keys = self.by_name.get(name)
+        if isinstance(self.name_map, Mapping):
+            return keys[0] if keys else None if name in self.name_map else name
+        if keys and len(keys) > 1:
+            raise InvalidArgumentError(f"Checkpoint keys {', '.join(map(repr, keys))} all map "
+                                       f"to variable '{name}' under name_map")
+        return keys[0] if keys else None
 
 
-def _trailer(header_offset: int, header_length: int, header_crc: int) -> bytes:
-    fields = struct.pack("<QQI", header_offset, header_length, header_crc)
-    return _TRAILER.pack(header_offset, header_length, header_crc, zlib.crc32(fields), END_MAGIC)
+def _entry_for(reader, keys: _KeyFinder, name: str, variable: Variable):
+    """The tensor that restores ``variable`` (saved as ``name``), checked against its
+    dtype and shape."""
+    key = keys.key(name)
+    entry = None if key is None else reader.lookup(key)
+    if entry is None:
+        hint = ""
+        if reader.lookup(f"{name}{TF2_SUFFIX}") is not None:
+            hint = (f"; the checkpoint has the TF 2 key '{name}{TF2_SUFFIX}': pass "
+                    f"name_map=gf.train.Saver.tf2_name")
+        what = f"Key {key}" if key is not None else f"No key that name_map maps to '{name}' is"
+        raise NotFoundError(f"{what} not found in checkpoint {reader.path} (variable "
+                            f"'{variable.name}'){hint}")
+    if entry.dtype != variable.dtype:
+        raise InvalidArgumentError(
+            f"Cannot restore variable '{variable.name}' of dtype {variable.dtype.name} "
+            f"from checkpoint {reader.path}: tensor '{key}' has dtype {entry.dtype_name}")
+    if not variable.shape.is_compatible_with(list(entry.shape)):
+        raise InvalidArgumentError(
+            f"Cannot restore variable '{variable.name}' of shape {variable.shape} from "
+            f"checkpoint {reader.path}: tensor '{key}' has shape "
+            f"[{','.join(map(str, entry.shape))}]")
+    return entry
+
+
+# -- writing ---------------------------------------------------------------------------
+_FOLDER_LOCKS: dict[str, threading.RLock] = {}
+_FOLDER_LOCKS_LOCK = threading.Lock()
+_DATA_SUFFIX = re.compile(r"\.data-\d{5}-of-(\d{5})")
+
+
+def _folder_lock(folder: str) -> threading.RLock:
+    """The lock that orders this process's commits and opens of checkpoints in
+    ``folder``."""
+    key = os.path.realpath(folder)
+    with _FOLDER_LOCKS_LOCK:
+        return _FOLDER_LOCKS.setdefault(key, threading.RLock())
+
+
+def _write_checkpoint(folder: str, name: str, states: Iterable, path: str) -> None:
+    """Stream each variable's snapshot into a temporary data file, then commit it
+    with its index as checkpoint ``folder/name``; on any failure remove what it made."""
+    tmp = _temp_name(folder, f"{name}.data")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as e:
+        raise _os_error(e, path) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            writer = tf_bundle.DataWriter(f)
+            for key, state in states:
+                with state.lock:
+                    if state.value is None:
+                        raise _uninitialized(state.name, path)
+                    snapshot = np.array(state.value, copy=True, order="C")
+                writer.add(key, snapshot, dtype_of_array(snapshot))
+                del snapshot
+            f.flush()
+            os.fsync(f.fileno())
+        with _folder_lock(folder):
+            _commit(folder, name, tmp, writer.entries)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise _os_error(e, path) from None
+        raise
+    _fsync_folder(folder)
+
+
+def _commit(folder: str, name: str, tmp_data: str, entries: dict) -> None:
+    """Rename the data file into place under a shard count no file of ``name`` uses,
+    then the index over the old one (the commit); then delete the old data files."""
+    count = _free_shard_count(folder, name)
+    prefix = os.path.join(folder, name)
+    tmp_index = _temp_name(folder, f"{name}.index")
+    made = [tmp_index]
+    try:
+        _write_file(tmp_index, tf_bundle.index_bytes(entries, count))
+        os.replace(tmp_data, data_filename(prefix, 0, count))
+        made.append(data_filename(prefix, 0, count))
+        for shard in range(1, count):  # the other shards hold nothing
+            made.append(data_filename(prefix, shard, count))
+            _write_file(made[-1], b"")
+        os.replace(tmp_index, index_filename(prefix))
+    except BaseException:
+        for made_path in made:
+            with contextlib.suppress(OSError):
+                os.unlink(made_path)
+        raise
+    _remove_data_files(folder, name, keep=count)
+
+
+def _write_file(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _data_files(folder: str, name: str) -> dict[str, int]:
+    """{file name: shard count} of the data files of checkpoint ``name`` in ``folder``."""
+    found = {}
+    for entry in os.listdir(folder):
+        if entry.startswith(name):
+            match = _DATA_SUFFIX.fullmatch(entry, len(name))
+            if match:
+                found[entry] = int(match.group(1))
+    return found
+
+
+def _free_shard_count(folder: str, name: str) -> int:
+    used = set(_data_files(folder, name).values())
+    count = 1
+    while count in used:
+        count += 1
+    return count
+
+
+def _remove_data_files(folder: str, name: str, keep: int | None) -> None:
+    """Delete the data files of ``name`` (best effort) but those of ``keep`` shards."""
+    for entry, count in _data_files(folder, name).items():
+        if count != keep:
+            try:
+                os.unlink(os.path.join(folder, entry))
+            except OSError as e:
+                log.warning("graphflow: could not delete %s: %s", entry, e)
+
+
+def _delete_checkpoint(prefix: str) -> None:
+    """Delete checkpoint ``prefix``'s files, the index first (best effort)."""
+    folder, name = os.path.split(prefix)
+    folder = folder or "."
+    with _folder_lock(folder):
+        try:
+            os.unlink(index_filename(prefix))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            log.warning("graphflow: could not delete %s: %s", index_filename(prefix), e)
+        with contextlib.suppress(OSError):
+            _remove_data_files(folder, name, keep=None)
 
 
 def _fsync_folder(folder: str) -> None:
@@ -324,11 +505,10 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
-# -- reading -----------------------------------------------------------------------------
 def _save_target(path: str) -> tuple[str, str]:
-    """(the file ``save`` writes, its folder): the path must name a file in a folder that
-    exists ("" and "dir/" name none: "dir/" wrote a file named "dir", whose path did not
-    restore)."""
+    """(folder, name) of the checkpoint prefix ``path``: it must name files in a folder
+    that exists ("" and "dir/" name none; a folder is refused rather than written
+    beside), and its longest file name must fit the file system (NAME_MAX)."""
     if not path:
         raise ValueError("Saver.save: no path specified (save_path is empty); pass a "
                          "file path such as 'model.ckpt'")
@@ -336,23 +516,28 @@ def _save_target(path: str) -> tuple[str, str]:
         what = "is a directory" if os.path.isdir(path) else "ends with a separator"
         raise ValueError(f"Saver.save: {path} {what}: it names a folder, not a checkpoint "
                          f"file; pass a file path such as {os.path.join(path, 'model.ckpt')}")
-    target = os.path.realpath(path)  # a symlink keeps pointing at the saved file
-    folder = os.path.dirname(target)
+    folder, name = os.path.split(path)
+    folder = folder or "."
     if not os.path.isdir(folder):
         raise ValueError(f"Parent directory of {path} doesn't exist, can't save.")
-    return target, folder
+    if len(os.fsencode(data_filename(name, 0, 1))) > _name_max(folder):
+        raise InvalidArgumentError(f"{path}: File name too long")
+    return folder, name
+
+
+def _name_max(folder: str) -> int:
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        return 255
 
 
 def _temp_name(folder: str, name: str) -> str:
     """A fresh temporary file next to the target: ``.{name}.{12 hex}.tmp`` while that fits
     the file system's name limit (NAME_MAX), else ``.gfckpt.{12 hex}.tmp``."""
     token = secrets.token_hex(6)
-    try:
-        limit = os.pathconf(folder, "PC_NAME_MAX")
-    except (OSError, ValueError, AttributeError):
-        limit = 255
     tmp = f".{name}.{token}.tmp"
-    if len(os.fsencode(tmp)) > limit:
+    if len(os.fsencode(tmp)) > _name_max(folder):
         tmp = f".gfckpt.{token}.tmp"
     return os.path.join(folder, tmp)
 
@@ -365,179 +550,31 @@ def _os_error(e: OSError, path: str) -> Exception:
     return type(e)(e.errno, e.strerror, path)
 
 
-class _Entry:
-    """One tensor of a checkpoint, as its header describes it (already checked)."""
-
-    __slots__ = ("name", "dtype", "shape", "offset", "nbytes", "crc32")
-
-    def __init__(self, name: str, dtype: DType, shape: tuple, offset: int, nbytes: int,
-                 crc32: int):
-        self.name, self.dtype, self.shape = name, dtype, shape
-        self.offset, self.nbytes, self.crc32 = offset, nbytes, crc32
-
-
-class _Reader:
-    """An open checkpoint whose trailer and header are verified; reads tensors on demand."""
-
-    def __init__(self, path: str):
-        self.path = path
-        try:
-            self._file = open(path, "rb", buffering=0)
-        except (FileNotFoundError, NotADirectoryError):  # NotADirectory: under a regular file
-            raise NotFoundError(f"Failed to find any matching files for {path}: no such "
-                                f"checkpoint") from None
-        except IsADirectoryError:
-            raise NotFoundError(f"{path} is a directory, not a checkpoint file") from None
-        except OSError as e:
-            raise _os_error(e, path) from None
-        try:
-            self.entries = self._read_header()
-        except BaseException:
-            self._file.close()
-            raise
-
-    def __enter__(self) -> "_Reader":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._file.close()
-
-    def _corrupt(self, what: str) -> DataLossError:
-        return DataLossError(f"Checkpoint {self.path} is corrupt or truncated: {what}")
-
-    def _read_at(self, offset: int, length: int) -> bytes:
-        self._file.seek(offset)
-        data = b""
-        while len(data) < length:
-            chunk = self._file.read(length - len(data))
-            if not chunk:
-                break
-            data += chunk
-        return data
-
-    def _read_header(self) -> dict[str, _Entry]:
-        size = os.fstat(self._file.fileno()).st_size
-        if size < len(MAGIC) + _TRAILER.size:
-            raise self._corrupt(f"{size} bytes is too short for a checkpoint")
-        if self._read_at(0, len(MAGIC)) != MAGIC:
-            raise self._corrupt("it does not start with a graphflow checkpoint's magic bytes")
-        trailer = self._read_at(size - _TRAILER.size, _TRAILER.size)
-        offset, length, header_crc, trailer_crc, end = _TRAILER.unpack(trailer)
-        if end != END_MAGIC:
-            raise self._corrupt("it does not end with a graphflow checkpoint's magic bytes")
-        if zlib.crc32(trailer[:20]) != trailer_crc:
-            raise self._corrupt("the trailer fails its checksum")
-        if offset < len(MAGIC) or offset + length + _TRAILER.size != size:
-            raise self._corrupt(f"the header at bytes [{offset}, {offset + length}) does not "
-                                f"fit a file of {size} bytes")
-        header = self._read_at(offset, length)
-        if zlib.crc32(header) != header_crc:
-            raise self._corrupt(f"the header fails its checksum (stored {header_crc:08x}, "
-                                f"computed {zlib.crc32(header):08x})")
-        try:
-            parsed = json.loads(header.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as e:
-            raise self._corrupt(f"the header is not JSON ({e})") from None
-        return self._entries(parsed, data_end=offset)
-
-    def _entries(self, header: Any, data_end: int) -> dict[str, _Entry]:
-        """The header's tensors, checked: known dtypes, sizes that match the shapes,
-        and byte ranges that tile the data section exactly."""
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            raise self._corrupt(f"the header's format is not '{FORMAT}'")
-        version = header.get("version")
-        if not _is_int(version) or version < 1:
-            raise self._corrupt(f"the header's version {version!r} is not valid")
-        if version > VERSION:
-            raise UnimplementedError(f"Checkpoint {self.path} has format version {version}; "
-                                     f"this graphflow reads version {VERSION}")
-        tensors = header.get("tensors")
-        if not isinstance(tensors, list):
-            raise self._corrupt("the header has no list of tensors")
-        entries: dict[str, _Entry] = {}
-        expected_offset = len(MAGIC)
-        for i, t in enumerate(tensors):
-            entry = self._entry(i, t)
-            if entry.name in entries:
-                raise self._corrupt(f"tensor '{entry.name}' is stored twice")
-            if entry.offset != expected_offset:
-                raise self._corrupt(f"tensor '{entry.name}' starts at byte {entry.offset}, "
-                                    f"expected {expected_offset}")
-            expected_offset += entry.nbytes
-            entries[entry.name] = entry
-        if expected_offset != data_end:
-            raise self._corrupt(f"the tensors end at byte {expected_offset}, the header "
-                                f"starts at {data_end}")
-        return entries
-
-    def _entry(self, i: int, t: Any) -> _Entry:
-        fields = ("name", "dtype", "shape", "offset", "nbytes", "crc32")
-        if not isinstance(t, dict) or set(t) != set(fields):
-            raise self._corrupt(f"tensor entry {i} is not {{{', '.join(fields)}}}")
-        name, dtype, shape = t["name"], _DTYPES.get(t["dtype"]), t["shape"]
-        if not isinstance(name, str) or dtype is None:
-            raise self._corrupt(f"tensor entry {i} has a bad name or dtype")
-        if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
-            raise self._corrupt(f"tensor '{name}' has a bad shape {shape!r}")
-        if not all(_is_int(t[k]) and t[k] >= 0 for k in ("offset", "nbytes", "crc32")) \
-                or t["crc32"] >= 1 << 32:
-            raise self._corrupt(f"tensor '{name}' has a bad offset, size or checksum")
-        if (t["nbytes"] < 8 * math.prod(shape)) if dtype.is_string else \
-                (t["nbytes"] != math.prod(shape) * dtype.itemsize):
-            raise self._corrupt(f"tensor '{name}' of shape {shape} and dtype {dtype.name} "
-                                f"cannot take {t['nbytes']} bytes")
-        return _Entry(name, dtype, tuple(shape), t["offset"], t["nbytes"], t["crc32"])
-
-    def entry_for(self, key: str, variable: Variable) -> _Entry:
-        """The tensor stored for ``variable`` under ``key``, checked against its dtype
-        and shape."""
-        entry = self.entries.get(key)
-        if entry is None:
-            raise NotFoundError(f"Key {key} not found in checkpoint {self.path} (variable "
-                                f"'{variable.name}')")
-        if entry.dtype != variable.dtype:
-            raise InvalidArgumentError(
-                f"Cannot restore variable '{variable.name}' of dtype {variable.dtype.name} "
-                f"from checkpoint {self.path}: tensor '{key}' has dtype {entry.dtype.name}")
-        if not variable.shape.is_compatible_with(list(entry.shape)):
-            raise InvalidArgumentError(
-                f"Cannot restore variable '{variable.name}' of shape {variable.shape} from "
-                f"checkpoint {self.path}: tensor '{key}' has shape "
-                f"[{','.join(map(str, entry.shape))}]")
-        return entry
-
-    def read(self, entry: _Entry) -> np.ndarray:
-        """A fresh array of ``entry``'s value, read from the file and checksum-verified."""
-        if entry.dtype.is_string:
-            value = raw = np.empty(entry.nbytes, dtype=np.uint8)
-        else:
-            stored = entry.dtype.as_numpy_dtype.newbyteorder("<")
-            value = np.empty(entry.shape, dtype=stored)
-            raw = value.reshape(-1).view(np.uint8)
-        self._file.seek(entry.offset)
-        done = 0
-        while done < entry.nbytes:
-            got = self._file.readinto(raw[done:done + _READ_CHUNK])
-            if not got:
-                raise self._corrupt(f"tensor '{entry.name}' ends past the end of the file")
-            done += got
-        crc = zlib.crc32(raw)
-        if crc != entry.crc32:
-            raise self._corrupt(f"tensor '{entry.name}' fails its checksum (stored "
-                                f"{entry.crc32:08x}, computed {crc:08x})")
-        if entry.dtype.is_bool and raw.size and raw.max() > 1:
-            raise self._corrupt(f"bool tensor '{entry.name}' holds a byte other than 0 or 1")
-        if entry.dtype.is_string:
-            strings = _decode_strings(raw, entry.shape)
-            if strings is None:
-                raise self._corrupt(f"string tensor '{entry.name}': its lengths do not add up "
-                                    f"to its {entry.nbytes} bytes")
-            return strings
-        return value.astype(entry.dtype.as_numpy_dtype, copy=False)
+# -- reading -----------------------------------------------------------------------------
+def _open_checkpoint(path: str):
+    """A reader of checkpoint ``path``: TensorFlow's format when ``path.index`` is a
+    file, else graphflow's version-1 file ``path`` (a NotFoundError when neither is)."""
+    try:
+        if os.path.isfile(index_filename(path)):
+            with _folder_lock(os.path.dirname(path) or "."):  # no commit half-seen
+                return tf_bundle.BundleReader(path)
+        return LegacyReader(path)
+    except OSError as e:
+        raise _os_error(e, path) from None
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def list_variables(ckpt_dir_or_file: str | os.PathLike) -> list[tuple[str, list[int]]]:
+    """(key, shape) of every tensor of a checkpoint, sorted by key; a folder stands for
+    its latest checkpoint (``tf.train.list_variables``)."""
+    path = os.fsdecode(os.fspath(ckpt_dir_or_file))
+    if os.path.isdir(path):
+        latest = latest_checkpoint(path)
+        if latest is None:
+            raise ValueError(f"Couldn't find 'checkpoint' file or checkpoints in given "
+                             f"directory {path}")
+        path = latest
+    with _open_checkpoint(path) as reader:
+        return sorted((key, list(reader.lookup(key).shape)) for key in reader.keys())
 
 
-__all__ = ["Saver", "FORMAT", "VERSION"]
+__all__ = ["Saver", "latest_checkpoint", "list_variables", "TF2_SUFFIX"]

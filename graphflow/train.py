@@ -33,7 +33,7 @@ from .scope import Scope
 from .shapes import TensorShape
 from .variables import Variable, global_variables
 from .registry import op_def as _op_def
-from .saver import Saver  # noqa: F401
+from .saver import Saver, latest_checkpoint  # noqa: F401
 
 
 class Optimizer:
@@ -716,5 +716,6 @@ def _less_equal(scope: Scope, x: Output, y: Output) -> Output:
 
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer", "MomentumOptimizer",
-           "AdamOptimizer", "RMSPropOptimizer", "Saver", "exponential_decay",
-           "piecewise_constant", "get_global_step", "get_or_create_global_step"]
+           "AdamOptimizer", "RMSPropOptimizer", "Saver", "latest_checkpoint",
+           "exponential_decay", "piecewise_constant", "get_global_step",
+           "get_or_create_global_step"]

@@ -29,16 +29,23 @@ def _name_max(folder) -> int:
         return 255
 
 
+#: What a checkpoint prefix's longest file name adds to it (TensorFlow's data file name).
+DATA_SUFFIX = ".data-00000-of-00001"
+
+
 @pytest.mark.parametrize("extra", [0, 5], ids=["name_max", "name_max_minus_5"])
 def test_save_to_a_long_valid_file_name(session, tmp_path, extra):
     sess, v = session
-    name = "c" * (_name_max(tmp_path) - extra)
+    name = "c" * (_name_max(tmp_path) - len(DATA_SUFFIX) - extra)  # its data file: NAME_MAX
     saver = gf.train.Saver()
     path = saver.save(sess, tmp_path / name)
-    assert os.path.basename(path) == name and os.listdir(tmp_path) == [name]  # no temp left
+    assert os.path.basename(path) == name  # no temp file left:
+    assert sorted(os.listdir(tmp_path)) == sorted([name + DATA_SUFFIX, name + ".index",
+                                                   "checkpoint"])
     sess.run(v.assign(np.zeros_like(VALUE), read_value=False))
     saver.restore(sess, path)
     np.testing.assert_array_equal(sess.run(v), VALUE)
+    assert gf.train.latest_checkpoint(tmp_path) == path
 
 
 @pytest.mark.parametrize("where", ["newdir/", "", "existing", "existing/"])
@@ -53,9 +60,12 @@ def test_save_to_a_folder_is_an_error_naming_it(session, tmp_path, where):
     assert sorted(os.listdir(tmp_path)) == ["existing"] and not os.listdir(tmp_path / "existing")
 
 
-def test_save_with_a_name_past_name_max_is_an_invalid_argument(session, tmp_path):
+@pytest.mark.parametrize("length", ["name_max_plus_1", "data_file_past_name_max"])
+def test_save_with_a_name_past_name_max_is_an_invalid_argument(session, tmp_path, length):
     sess, _ = session
-    path = str(tmp_path / ("d" * (_name_max(tmp_path) + 1)))
+    n = _name_max(tmp_path) + 1 if length == "name_max_plus_1" else \
+        _name_max(tmp_path) - len(DATA_SUFFIX) + 1  # the prefix fits, its data file does not
+    path = str(tmp_path / ("d" * n))
     with pytest.raises(gf.errors.InvalidArgumentError, match="File name too long"):
         gf.train.Saver().save(sess, path)
     assert not os.listdir(tmp_path)
