@@ -426,6 +426,13 @@ def _load(path: str):
     from .serialization import load_graph
 
     try:
+        if _is_saved_model(path):  # its signature's graph; the values stay in variables/
+            from .interop.saved_model import load_saved_model
+            model = load_saved_model(path)
+            print(f"read the SavedModel {path}: signature serving_default, "
+                  f"{len(model.variables)} variable(s) whose values gf.load_saved_model "
+                  f"restores from {os.path.join(path, 'variables')}", file=sys.stderr)
+            return model.graph
         if os.path.isdir(path) or _READS.get(os.path.splitext(path)[1].lower()) == "tf":
             from .interop.tf_import import import_tf_graph
             if not os.path.exists(path):
@@ -438,8 +445,14 @@ def _load(path: str):
         raise CommandError(f"cannot read '{path}': {e.strerror or e}") from None
 
 
+def _is_saved_model(path: str) -> bool:
+    return os.path.isdir(path) and any(
+        os.path.isfile(os.path.join(path, f)) for f in ("saved_model.pb", "saved_model.pbtxt"))
+
+
 #: What a GRAPH argument may be (the formats ``convert`` reads).
-_GRAPH_HELP = "a graph file: .pb/.pbtxt (a TensorFlow GraphDef) or graphflow's .json"
+_GRAPH_HELP = ("a graph file: .pb/.pbtxt (a TensorFlow GraphDef), a SavedModel directory or "
+               "graphflow's .json")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -77,11 +77,18 @@ def test_a_pb_is_not_read_as_json(capsys):
     assert status == 0 and "UTF-8" not in err
 
 
-def test_a_saved_model_is_refused_naming_load_saved_model(capsys):
+def test_a_saved_model_directory_is_read_as_its_signatures_graph(capsys, tmp_path):
+    pytest.importorskip("tensorboard")
     saved = os.path.join(FIXTURES, "scale_saved_model")
     for verb in ("show", "inspect"):
-        status, _, err = _cli(capsys, verb, saved)
-        assert status == 1 and "gf.load_saved_model" in err
+        status, out, err = _cli(capsys, verb, saved)
+        assert status == 0 and "SavedModel" in err, err
+    out_json = str(tmp_path / "scale.json")
+    status, _, err = _cli(capsys, "convert", saved, out_json)
+    assert status == 0, err
+    names = {op.name for op in gf.load_graph(out_json).operations()}
+    assert not any("RestoreV2" in n or "SaveV2" in n for n in names)
+    # its saved_model.pb alone is not a GraphDef: refused naming the loader
     status, _, err = _cli(capsys, "run", os.path.join(saved, "saved_model.pb"), "--fetch", "y")
     assert status == 1 and "is a SavedModel" in err
 

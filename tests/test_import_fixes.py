@@ -119,8 +119,7 @@ def test_convert_of_saved_model_pb_fails_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "out.json"
     assert main(["convert", os.path.join(SAVED_MODEL, "saved_model.pb"), str(out)]) == 1
     assert "is a SavedModel" in capsys.readouterr().err and not out.exists()
-    assert main(["convert", SAVED_MODEL, str(out)]) == 1
-    assert "is a SavedModel directory" in capsys.readouterr().err and not out.exists()
+    # the directory itself converts: its signature's graph (tests/test_cli_formats.py)
 
 
 # -- (c): which protobuf classes -----------------------------------------------------------
