@@ -138,7 +138,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
             log.warning("the trace %s is empty: no node ran, every fetched value was computed "
                         "when the plan was built (constant folding); feed a placeholder, or "
                         "pass --no-optimize to trace the graph as written", args.trace)
-        metadata.save_chrome_trace(args.trace)
+        metadata.save_chrome_trace(args.trace, warn_empty=False)  # warned above, with the CLI's hint
         print(f"wrote {args.trace}", file=sys.stderr)
 
 

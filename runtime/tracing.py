@@ -3,6 +3,7 @@ chrome://tracing). Only runs with ``RunOptions(trace=True)`` pay for it."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -10,6 +11,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,13 @@ class RunMetadata:
                 "args": _args(e)})
         return {"traceEvents": trace, "displayTimeUnit": "ms"}
 
-    def save_chrome_trace(self, path: str | os.PathLike) -> None:
+    def save_chrome_trace(self, path: str | os.PathLike, warn_empty: bool = True) -> None:
+        """Write the trace; a warning when it holds no event (a run whose every node was
+        folded into constants at plan time runs no kernel, or a run not traced)."""
+        if not self.events and warn_empty:
+            _log.warning("The trace written to %s is empty: the run ran no kernel (every node "
+                         "was folded into a constant when the plan was built), or it was not "
+                         "traced (RunOptions(trace=True))", os.fspath(path))
         with open(path, "w") as f:
             json.dump(self.chrome_trace(), f)
 

@@ -99,3 +99,10 @@ def test_run_metadata_holds_the_last_run_only(threads, via):
         assert md.events == []  # an untraced run holds no events, as in TensorFlow
 
 
+
+
+def test_saving_an_empty_trace_warns(tmp_path, caplog):
+    import logging
+    with caplog.at_level(logging.WARNING, logger="graphflow.runtime.tracing"):
+        gf.RunMetadata().save_chrome_trace(tmp_path / "t.json")
+    assert "is empty" in caplog.text
