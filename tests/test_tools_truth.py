@@ -10,6 +10,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -173,7 +174,8 @@ def _cache_cli(env_dir: pathlib.Path, *args: str) -> subprocess.CompletedProcess
 
     env = dict(os.environ, GRAPHFLOW_CACHE_DIR=str(env_dir))
     return subprocess.run([sys.executable, "-m", "graphflow", "cache", *args], env=env,
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+                          capture_output=True, text=True, timeout=120,
+                          cwd=tempfile.gettempdir())  # not the checkout's graphflow/
 
 
 def test_cache_verb_says_where_and_how_big_and_clears(tmp_path):
