@@ -345,19 +345,8 @@ def _per_node(ctx):
     names the node that raised it."""
     region = ctx.attrs["region"]
     program = region.program
-    device_type = ctx.device.device_type if ctx.device is not None else "cpu"
-    steps = []
-    for op, (_, _, operands) in zip(region.members, program.nodes):
-        attrs = dict(op.attrs)
-        found = op.op_def.find_kernel(device_type, attrs)
-        if found is None:
-            raise op.op_def.no_kernel_error(device_type, attrs, op.name).with_node(
-                op.name, op.type, site=op.site)
-        member_ctx = KernelContext(op.name, op.type, op.attrs, device=ctx.device, xp=ctx.xp,
-                                   config=ctx.config, memory_limit=ctx.memory_limit,
-                                   buffers=ctx.buffers)
-        # each node held to the memory limit, as when it runs alone
-        steps.append((op, limit_outputs(found.fn, op, member_ctx), member_ctx, operands))
+    steps = [(op, *member_kernel(op, ctx), operands)
+             for op, (_, _, operands) in zip(region.members, program.nodes)]
     n_in = len(program.inputs)
     outputs = tuple(n_in + i for i in program.outputs)
     # intermediates dead after each node: their buffers go back to the plan's pool, so
@@ -384,6 +373,22 @@ def _per_node(ctx):
     return run
 
 
+def member_kernel(op, ctx) -> tuple:
+    """``(kernel, its context)`` of ``op``, one of the nodes a fused node stands for, run
+    as it runs alone: its registered kernel on ``ctx``'s device, with a context of its own,
+    held to the memory limit; a missing kernel is the executor's error, naming ``op``."""
+    device_type = ctx.device.device_type if ctx.device is not None else "cpu"
+    attrs = dict(op.attrs)
+    found = op.op_def.find_kernel(device_type, attrs)
+    if found is None:
+        raise op.op_def.no_kernel_error(device_type, attrs, op.name).with_node(
+            op.name, op.type, site=op.site)
+    member_ctx = KernelContext(op.name, op.type, op.attrs, device=ctx.device, xp=ctx.xp,
+                               config=ctx.config, memory_limit=ctx.memory_limit,
+                               buffers=ctx.buffers)
+    return limit_outputs(found.fn, op, member_ctx), member_ctx
+
+
 def _releaser(ctx):
     """``release(values, r)``: clear ``values[r]``, its buffer kept in the plan's pool
     when provably private (the executor's rule: ``BufferPool.releaser``)."""
@@ -399,4 +404,4 @@ def node_error(op, err: BaseException) -> OpError:
     return errors.node_error(err, op.name, op.type, op.site)
 
 
-__all__ = ["FusedElementwise", "node_error"]
+__all__ = ["FusedElementwise", "member_kernel", "node_error"]

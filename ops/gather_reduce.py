@@ -27,12 +27,10 @@ import math
 
 import numpy as np
 
-from graphflow.kernel_context import KernelContext
-from graphflow.memory_limit import limit_outputs
 from graphflow.dtypes import float32, float64
 from graphflow.registry import IntAttr, TypeAttr, register_op
 
-from .fused_elementwise import node_error
+from .fused_elementwise import member_kernel, node_error
 from .intra_op import run_in_chunks
 from .jit import kernel
 
@@ -205,16 +203,7 @@ def _members_one_by_one(ctx):
     """The nodes the op stands for, run with their own kernels one after the other (an
     error names the node that raised it)."""
     gather, mul, reduce = ctx.attrs["members"]
-    device_type = ctx.device.device_type if ctx.device is not None else "cpu"
-    steps = []
-    for op in (gather, mul, reduce):
-        if op is None:
-            steps.append(None)
-            continue
-        found = op.op_def.find_kernel(device_type, dict(op.attrs))
-        member_ctx = KernelContext(op.name, op.type, op.attrs, device=ctx.device, xp=ctx.xp,
-                                   config=ctx.config, memory_limit=ctx.memory_limit)
-        steps.append((op, limit_outputs(found.fn, op, member_ctx), member_ctx))
+    steps = [None if op is None else (op, *member_kernel(op, ctx)) for op in (gather, mul, reduce)]
     scale_first = ctx.attrs["scale_first"]
     axis = np.zeros((), np.dtype(gather.inputs[2].dtype.as_numpy_dtype))
 

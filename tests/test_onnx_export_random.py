@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import graphflow as gf
+from support.distributions import REFERENCE, max_cdf_deviation as _max_cdf_deviation
 from graphflow.errors import UnimplementedError
 
 onnx = pytest.importorskip("onnx")
@@ -81,42 +82,6 @@ def _run_everywhere(graph: gf.Graph, feeds: dict, outputs: list, tmp_path,
 
 def _op_types(model) -> list[str]:
     return [node.op_type for node in model.graph.node]
-
-
-# -- reference distributions (as tests/test_random_ops.py) -----------------------------------
-def _phi(x: np.ndarray) -> np.ndarray:
-    """The standard normal CDF."""
-    erf = np.asarray(np.frompyfunc(math.erf, 1, 1)(x / math.sqrt(2.0)), dtype=np.float64)
-    return 0.5 * (1.0 + erf)
-
-
-def _truncated_cdf(x: np.ndarray) -> np.ndarray:
-    lo, hi = _phi(np.array(-2.0)), _phi(np.array(2.0))
-    return (_phi(x) - lo) / (hi - lo)
-
-
-def _truncated_moments() -> tuple[float, float]:
-    """E[X^2] and E[X^4] of the standard normal truncated to [-2, 2]."""
-    a, density = 2.0, math.exp(-2.0) / math.sqrt(2 * math.pi)
-    z = math.erf(a / math.sqrt(2.0))
-    m2 = 1 - 2 * a * density / z
-    return m2, 3 * m2 - 2 * a ** 3 * density / z
-
-
-#: kind -> (mean, variance, fourth central moment, CDF)
-REFERENCE = {
-    "uniform": (0.5, 1 / 12, 1 / 80, lambda x: np.clip(x, 0.0, 1.0)),
-    "normal": (0.0, 1.0, 3.0, _phi),
-    "truncated": (0.0, *_truncated_moments(), _truncated_cdf),
-}
-
-
-def _max_cdf_deviation(sample: np.ndarray, cdf) -> float:
-    """Kolmogorov-Smirnov's D: the largest gap between the sample's CDF and ``cdf``."""
-    x = np.sort(sample.astype(np.float64).ravel())
-    f = cdf(x)
-    n = x.size
-    return float(max((np.arange(1, n + 1) / n - f).max(), (f - np.arange(0, n) / n).max()))
 
 
 def _check_distribution(sample: np.ndarray, kind: str, resolution: float = 0.0) -> None:
