@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import graphflow as gf
+from support.cluster import healthy as _healthy, workers as _workers
 from graphflow.errors import (DeadlineExceededError, FailedPreconditionError, OpError,
                               ResourceExhaustedError, UnavailableError)
 
@@ -26,22 +27,7 @@ distributed = pytest.importorskip("distributed")
 ONES = np.ones(4, np.float32)
 
 
-def _workers(client):
-    info = client.scheduler_info()["workers"]
-    return sorted(info, key=lambda a: int(info[a]["name"]))
 
-
-def _healthy(client):
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if len(client.scheduler_info()["workers"]) == 2:
-            try:
-                client.run(os.getpid, workers=_workers(client))
-                return
-            except Exception:  # noqa: BLE001 - not up yet
-                pass
-        time.sleep(0.1)
-    raise AssertionError("the cluster did not come back")
 
 
 @contextmanager

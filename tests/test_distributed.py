@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import graphflow as gf
+from support.cluster import workers as _workers
 from graphflow.errors import InvalidArgumentError, FailedPreconditionError
 
 pytest.importorskip("distributed")
@@ -32,10 +33,6 @@ def scope(request):
     name = "".join(c if c.isalnum() else "_" for c in request.node.name)
     return gf.Scope(gf.Graph()).with_sub_scope(name)
 
-
-def _workers(client):
-    info = client.scheduler_info()["workers"]
-    return sorted(info, key=lambda a: int(info[a]["name"]))
 
 
 def test_value_from_worker_1_feeds_an_op_on_worker_0(scope, cluster, dask_client):

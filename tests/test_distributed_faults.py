@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import graphflow as gf
+from support.cluster import healthy as _healthy, workers as _workers
 from graphflow.errors import AbortedError, FailedPreconditionError, UnavailableError
 
 pytest.importorskip("distributed")
@@ -18,23 +19,7 @@ pytest.importorskip("distributed")
 REPORT_WITHIN_S = 5.0
 
 
-def _workers(client):
-    info = client.scheduler_info()["workers"]
-    return sorted(info, key=lambda a: int(info[a]["name"]))
 
-
-def _healthy(client):
-    """Wait until the cluster has its 2 workers again, each of which answers."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if len(client.scheduler_info()["workers"]) == 2:
-            try:
-                client.run(os.getpid, workers=_workers(client))
-                return
-            except Exception:  # noqa: BLE001 - not up yet
-                pass
-        time.sleep(0.1)
-    raise AssertionError("the cluster did not come back")
 
 
 def _graph(name):

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import graphflow as gf
+from support.cluster import workers as _workers
 from graphflow.errors import CancelledError, InvalidArgumentError
 
 pytest.importorskip("distributed")
@@ -22,10 +23,6 @@ pytest.importorskip("distributed")
 W0, W1 = "/job:worker/task:0", "/job:worker/task:1"
 GOOD, BAD = np.array([[0]], np.int32), np.array([[9]], np.int32)  # 9: past the table
 
-
-def _workers(client):
-    info = client.scheduler_info()["workers"]
-    return sorted(info, key=lambda a: int(info[a]["name"]))
 
 
 def _pid(client, k):
