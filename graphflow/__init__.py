@@ -41,6 +41,8 @@ from .gradients import GradContext, gradients  # noqa: E402
 from .gradient_check import GradientCheck, gradient_check  # noqa: E402
 from .variables import Variable, global_variables, global_variables_initializer  # noqa: E402
 from . import train  # noqa: E402
+from . import control_flow  # noqa: E402  (scope.cond, scope.while_loop)
+from .functions import Function  # noqa: E402
 from . import nn  # noqa: E402
 from .interop.tf_import import import_tf_graph  # noqa: E402  (extra `tensorboard`, lazily)
 from .interop.saved_model import load_saved_model  # noqa: E402

@@ -13,6 +13,7 @@ import numpy as np
 from . import convert
 from .dtypes import DType
 from .errors import InvalidArgumentError, InvalidDTypeError, OpError
+from .functions import active_graph, auto_control_inputs, capture, note_built
 from .graph import Operation, Output, user_site
 from .inference import ShapeContext
 from .registry import OpDef, op_def as lookup_op_def
@@ -61,12 +62,15 @@ def bind_arguments(op_def: OpDef, args: tuple, kwargs: dict) -> tuple[dict, dict
 
 
 def create_operation(scope: "Scope", op_def: OpDef, args: tuple = (), kwargs: dict | None = None,
-                     name: str | None = None) -> Operation:
-    """Build one node of type ``op_def`` in ``scope`` and return it."""
+                     name: str | None = None, *, reserved_name: str | None = None) -> Operation:
+    """Build one node of type ``op_def`` in ``scope`` and return it; ``reserved_name``: a
+    name the caller reserved in the graph already (``scope.make_op_name``), taken as is."""
     kwargs = dict(kwargs or {})
-    graph = scope.graph
+    graph = active_graph(scope.graph)
+    if graph is not scope.graph:  # built while a function is traced: the op goes there
+        scope = scope.in_graph(graph)
     site = user_site()
-    node_name = scope.make_op_name(name or op_def.name)
+    node_name = reserved_name or scope.make_op_name(name or op_def.name)
     groups: list | None = None
     try:
         input_values, attr_values = bind_arguments(op_def, args, kwargs)
@@ -96,10 +100,12 @@ def create_operation(scope: "Scope", op_def: OpDef, args: tuple = (), kwargs: di
         items = g if spec.is_list else [g]
         flat_inputs.extend(items)
         lengths.append(len(items))
-    control = [c for c in scope.control_dependencies]
+    control = auto_control_inputs(graph, op_def, list(scope.control_dependencies))
     op = Operation(graph, node_name, op_def, flat_inputs, tuple(lengths), control, attrs,
                    scope.device, site)
-    return graph._add(op, out_dtypes, shapes)
+    graph._add(op, out_dtypes, shapes)
+    note_built(graph, op)
+    return op
 
 
 def _input_shapes(groups: list | None) -> str | None:
@@ -130,16 +136,16 @@ def _bind_operands(scope: "Scope", op_def: OpDef, spec, value: Any, attrs: dict)
                 f"Expected list for '{spec.name}' argument to '{op_def.name}' Op, "
                 f"not {value!r}.")
         items = [_operand_or_value(v, scope) for v in value]
-        _check_list_type(op_def, spec, items)
+        if spec.type_list_attr is None:
+            _check_list_type(op_def, spec, items)
     else:
         items = [_operand_or_value(value, scope)]
-    for item in items:
+    for k, item in enumerate(items):
         if isinstance(item, Output):
             if item.graph is not scope.graph:
-                raise InvalidArgumentError(
-                    f"Input '{spec.name}' of '{op_def.name}' Op ({item.name}) must be from "
-                    f"the same graph as the op")
-            _bind_type(op_def, spec, item.dtype, attrs)
+                items[k] = item = capture(scope.graph, item, op_def, spec)
+            if spec.type_list_attr is None:
+                _bind_type(op_def, spec, item.dtype, attrs)
     return items
 
 
@@ -152,6 +158,8 @@ def _input_group(scope: "Scope", op_def: OpDef, spec, operands: list, attrs: dic
     list whose type is still unbound each take their own dtype, and must agree
     (TensorFlow's rule); a list item that does not convert is reported with the types
     of the whole list, as TensorFlow reports it."""
+    if spec.type_list_attr is not None:
+        return _mixed_list_group(scope, op_def, spec, operands, attrs, name)
     items = []
     unbound_list = spec.is_list and spec.dtype is None and spec.type_attr not in attrs
     for item in operands:
@@ -171,6 +179,17 @@ def _input_group(scope: "Scope", op_def: OpDef, spec, operands: list, attrs: dic
         _check_list_type(op_def, spec, items)
         _bind_type(op_def, spec, items[0].dtype, attrs)
     _bind_length(op_def, spec, len(items), attrs)
+    return items
+
+
+def _mixed_list_group(scope: "Scope", op_def: OpDef, spec, operands: list, attrs: dict,
+                      name: str) -> list[Output]:
+    """A list input of mixed dtypes (``"input: Tin"``): raw values become Consts of their
+    own dtype, and the dtypes bind the list(type) attr."""
+    items = [item if isinstance(item, Output) else _raw_input(scope, op_def, spec, item, attrs,
+                                                              f"{name}/{k}")
+             for k, item in enumerate(operands)]
+    attrs[spec.type_list_attr] = tuple(item.dtype for item in items)
     return items
 
 
@@ -384,8 +403,8 @@ def _output_types(op_def: OpDef, attrs: dict) -> tuple[list[DType], list[int]]:
             f"{op_def.name} would have {sum(counts)} outputs; a node has at most "
             f"{MAX_OUTPUTS_PER_NODE}")
     dtypes = []
-    for spec, n in zip(op_def.outputs, counts):
-        dtypes.extend([spec.dtype or attrs[spec.type_attr]] * n)
+    for spec in op_def.outputs:
+        dtypes.extend(spec.dtypes(attrs))
     return dtypes, counts
 
 

@@ -82,6 +82,11 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, stop_gradients: Any = None,
     return _gradients(ys, xs, grad_ys, stop_gradients, name, require_path=True)
 
 
+def gradients_or_none(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients") -> list:
+    """As :func:`gradients`, with None for every x when no y depends on any x."""
+    return _gradients(ys, xs, grad_ys, None, name, require_path=False)
+
+
 def _gradients(ys: Any, xs: Any, grad_ys: Any, stop_gradients: Any, name: str,
                require_path: bool) -> list:
     ys = _tensors(ys, "ys")

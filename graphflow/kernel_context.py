@@ -31,12 +31,14 @@ class KernelContext:
     """
 
     __slots__ = ("node_name", "op_type", "attrs", "device", "xp", "config",
-                 "forwardable", "forward_counter", "memory_limit", "cache", "buffers", "resources")
+                 "forwardable", "forward_counter", "memory_limit", "cache", "buffers", "resources",
+                 "functions")
 
     def __init__(self, node_name: str, op_type: str, attrs: Mapping[str, Any], *,
                  device=None, xp=np, config=None, forwardable: tuple[bool, ...] = (),
                  forward_counter: "itertools.count | None" = None,
-                 memory_limit: int | None = None, buffers=None, resources=None):
+                 memory_limit: int | None = None, buffers=None, resources=None,
+                 functions=None):
         self.node_name = node_name
         self.op_type = op_type
         self.attrs = attrs
@@ -49,6 +51,8 @@ class KernelContext:
         self.cache: dict = {}  # per-plan state a kernel may keep (e.g. a constant on the device)
         self.buffers = buffers  # the plan's pool of dead intermediates (runtime/memory.py)
         self.resources = resources  # the Session's variables (runtime/resources.py)
+        # runs graph functions (control flow's branches and bodies; runtime/functions.py)
+        self.functions = functions
 
     @property
     def deterministic(self) -> bool:

@@ -24,6 +24,7 @@ whose length is the int attr N), ``"outputs: num_partitions * T"``.
 from __future__ import annotations
 
 import contextlib
+import keyword
 import re
 import sys
 import threading
@@ -58,7 +59,8 @@ def _site_of(fn: Callable) -> str:
 class Attr:
     """An attribute: its kind, default, and the values it accepts."""
 
-    kind: str                      # type | int | bool | string | float | shape | tensor | list(int)
+    kind: str  # type | int | bool | string | float | shape | tensor | list(int) | list(type)
+    #          # | list(shape) | func
     default: Any = _REQUIRED
     allowed: tuple | None = None   # allowed values (dtypes for kind "type")
     minimum: int | None = None
@@ -89,9 +91,18 @@ class Attr:
         coerce_kind = _COERCE_KIND.get(self.kind)
         if coerce_kind is not None:
             value = coerce_kind(self, name, value, op_name, bad)
-        if self.allowed is not None and value not in self.allowed:
+        if self.kind == "list(type)":
+            self._check_types_allowed(name, value)
+        elif self.allowed is not None and value not in self.allowed:
             raise bad(f"{value!r} is not one of {', '.join(map(repr, self.allowed))}")
         return value
+
+    def _check_types_allowed(self, name: str, types: tuple) -> None:
+        for dtype in types:
+            if self.allowed is not None and dtype not in self.allowed:
+                raise InvalidDTypeError(
+                    f"Value for attr '{name}' of {dtype.name} is not in the list of allowed "
+                    f"values: {', '.join(t.name for t in self.allowed)}")
 
     def _coerce_type(self, name: str, value: Any, bad: Callable) -> DType:
         try:
@@ -167,9 +178,33 @@ def _coerce_tensor(attr: Attr, name: str, value: Any, op_name: str, bad: Callabl
     return value
 
 
+def _coerce_type_list(attr: Attr, name: str, value: Any, op_name: str, bad: Callable) -> tuple:
+    if not isinstance(value, (list, tuple)):
+        raise bad(f"expected a list of dtypes, got {value!r}")
+    try:
+        return tuple(as_dtype(v) for v in value)
+    except TypeError as e:
+        raise bad(str(e), InvalidDTypeError) from None
+
+
+def _coerce_shape_list(attr: Attr, name: str, value: Any, op_name: str, bad: Callable) -> tuple:
+    if not isinstance(value, (list, tuple)):
+        raise bad(f"expected a list of shapes, got {value!r}")
+    return tuple(_coerce_shape(attr, name, v, op_name, bad) for v in value)
+
+
+def _coerce_func(attr: Attr, name: str, value: Any, op_name: str, bad: Callable) -> Any:
+    from .functions import Function  # the function library sits above the registry
+    if not isinstance(value, Function):
+        raise bad(f"expected a gf.Function (a traced graph function), got "
+                  f"{type(value).__name__} {value!r}")
+    return value
+
+
 _COERCE_KIND: dict[str, Callable] = {
     "int": _coerce_int, "bool": _coerce_bool, "float": _coerce_float, "string": _coerce_string,
-    "shape": _coerce_shape, "list(int)": _coerce_int_list, "tensor": _coerce_tensor}
+    "shape": _coerce_shape, "list(int)": _coerce_int_list, "tensor": _coerce_tensor,
+    "list(type)": _coerce_type_list, "list(shape)": _coerce_shape_list, "func": _coerce_func}
 
 
 INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
@@ -221,6 +256,22 @@ def IntListAttr(default: Any = _REQUIRED) -> Attr:
     return Attr("list(int)", default if default is _REQUIRED else tuple(default))
 
 
+def TypeListAttr(allowed: Iterable[DType] | None = None, default: Any = _REQUIRED) -> Attr:
+    """A list of dtypes: the types of a heterogeneous list argument (``"input: Tin"``)."""
+    return Attr("list(type)", default if default is _REQUIRED else tuple(default),
+                None if allowed is None else tuple(allowed))
+
+
+def ShapeListAttr(default: Any = _REQUIRED) -> Attr:
+    return Attr("list(shape)", default if default is _REQUIRED
+                else tuple(as_shape(d) for d in default))
+
+
+def FuncAttr() -> Attr:
+    """A graph function (``gf.Function``): a branch or body of a control-flow op."""
+    return Attr("func")
+
+
 # -- argument specs --------------------------------------------------------------
 _ARG = re.compile(r"^\s*(\w+)\s*:\s*(?:(\w+)\s*\*\s*)?(\w+)\s*$")
 
@@ -233,10 +284,23 @@ class ArgSpec:
     type_attr: str | None   # name of the attr giving the dtype, or None if fixed
     dtype: DType | None     # the fixed dtype, if any
     number_attr: str | None  # for lists: the int attr giving the length
+    type_list_attr: str | None = None  # for mixed lists: the list(type) attr giving the dtypes
 
     @property
     def is_list(self) -> bool:
-        return self.number_attr is not None
+        return self.number_attr is not None or self.type_list_attr is not None
+
+    def length(self, attrs: Mapping[str, Any]) -> int:
+        """How many flat values this argument takes under ``attrs``."""
+        if self.type_list_attr is not None:
+            return len(attrs[self.type_list_attr])
+        return attrs[self.number_attr] if self.number_attr is not None else 1
+
+    def dtypes(self, attrs: Mapping[str, Any]) -> list[DType]:
+        """The dtype of each flat value under ``attrs``."""
+        if self.type_list_attr is not None:
+            return list(attrs[self.type_list_attr])
+        return [self.dtype or attrs[self.type_attr]] * self.length(attrs)
 
     @classmethod
     def parse(cls, text: str, attrs: dict[str, Attr]) -> "ArgSpec":
@@ -246,6 +310,10 @@ class ArgSpec:
         name, number, type_ = m.groups()
         if number is not None and attrs.get(number, Attr("?")).kind != "int":
             raise ValueError(f"In {text!r}: '{number}' must be declared as an IntAttr")
+        if type_ in attrs and attrs[type_].kind == "list(type)":
+            if number is not None:
+                raise ValueError(f"In {text!r}: a list(type) attr gives its own length")
+            return cls(name, None, None, None, type_)
         if type_ in attrs:
             if attrs[type_].kind != "type":
                 raise ValueError(f"In {text!r}: '{type_}' must be declared as a TypeAttr")
@@ -256,7 +324,7 @@ class ArgSpec:
             raise ValueError(f"In {text!r}: '{type_}' is neither an attr nor a dtype") from None
 
     def __str__(self) -> str:
-        type_ = self.type_attr or self.dtype.name
+        type_ = self.type_attr or self.type_list_attr or self.dtype.name
         return f"{self.name}: {self.number_attr + ' * ' if self.number_attr else ''}{type_}"
 
 
@@ -311,6 +379,9 @@ class OpDef:
     aliases: tuple[str, ...] = ()
     fresh_outputs: bool = True   # False: outputs may alias an input or a constant
     stateful: bool = False
+    #: a stateful op that running again changes nothing (a variable read): a gradient
+    #: may recompute it (graphflow/function_gradients.py)
+    idempotent: bool = False
     shape_function: Callable | None = None
     kernels: list[KernelDef] = field(default_factory=list)
     gradient_function: Callable | None = None  # or NOT_DIFFERENTIABLE
@@ -327,7 +398,8 @@ class OpDef:
 
     def __post_init__(self):
         inferred = {s.type_attr for s in self.inputs if s.type_attr} | \
-                   {s.number_attr for s in self.inputs if s.number_attr}
+                   {s.number_attr for s in self.inputs if s.number_attr} | \
+                   {s.type_list_attr for s in self.inputs if s.type_list_attr}
         self.inferred_attrs = frozenset(inferred)
         self.user_attrs = tuple(a for a in self.attrs if a not in inferred)
 
@@ -477,11 +549,11 @@ class OpDef:
 
     def input_counts(self, attrs: Mapping[str, Any]) -> list[int]:
         """How many flat inputs each declared input takes under ``attrs``."""
-        return [attrs[spec.number_attr] if spec.is_list else 1 for spec in self.inputs]
+        return [spec.length(attrs) for spec in self.inputs]
 
     def output_counts(self, attrs: Mapping[str, Any]) -> list[int]:
         """How many outputs each declared output gives under ``attrs``."""
-        return [attrs[spec.number_attr] if spec.is_list else 1 for spec in self.outputs]
+        return [spec.length(attrs) for spec in self.outputs]
 
     @property
     def internal(self) -> bool:
@@ -489,7 +561,9 @@ class OpDef:
 
     @property
     def builder_name(self) -> str:
-        return snake_case(self.name)
+        """The Scope method's name: ``if_`` and ``while_`` for If and While (keywords)."""
+        name = snake_case(self.name)
+        return name + "_" if keyword.iskeyword(name) else name
 
     def __repr__(self) -> str:
         return (f"<OpDef {self.signature}; kernels: {', '.join(self.kernel_devices()) or 'none'}; "
@@ -571,5 +645,5 @@ REAL_NUMBER_TYPES = _dt.REAL_NUMBER_TYPES
 INDEX_TYPES = _dt.INDEX_TYPES
 
 __all__ = ["Attr", "TypeAttr", "IntAttr", "BoolAttr", "FloatAttr", "StringAttr", "ShapeAttr",
-           "TensorAttr", "IntListAttr", "ArgSpec", "KernelDef", "OpDef", "register_op",
+           "TensorAttr", "IntListAttr", "TypeListAttr", "ShapeListAttr", "FuncAttr", "ArgSpec", "KernelDef", "OpDef", "register_op",
            "op_def", "registered_ops", "on_register", "snake_case", "TensorShape"]

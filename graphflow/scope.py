@@ -41,6 +41,11 @@ class Scope:
         fields.update(changes)
         return Scope(self.graph, **fields)
 
+    def in_graph(self, graph: Graph) -> "Scope":
+        """This scope building into ``graph`` (a function traced inside this scope's graph)."""
+        return Scope(graph, _prefix=self._prefix, _op_name=self._op_name, _device=self.device,
+                     _control=self.control_dependencies)
+
     # -- deriving scopes ---------------------------------------------------
     def with_name(self, name: str) -> "Scope":
         """A scope whose next op is called ``name`` (made unique, under the prefix)."""
@@ -84,7 +89,7 @@ class Scope:
             if not isinstance(op, Operation):
                 raise TypeError(f"Control dependency {c!r} must be an Operation or an Output, got "
                                 f"{type(c).__name__}")
-            if op.graph is not self.graph:
+            if op.graph is not self.graph and not _traced_inside(op.graph, self.graph):
                 raise InvalidArgumentError(f"Control dependency '{op.name}' is from another graph")
             if op not in ops:
                 ops.append(op)
@@ -185,6 +190,13 @@ def _check_name(name: Any, what: str) -> None:
         raise TypeError(f"{what}() needs a string, got {type(name).__name__} {name!r}"
                         if what.startswith("with_") else
                         f"An {what} must be a string, got {type(name).__name__} {name!r}")
+
+
+def _traced_inside(graph: Graph, outer: Graph) -> bool:
+    """Whether ``graph`` is a function traced inside ``outer`` (its ops may wait on each
+    other while it is traced)."""
+    encloses = getattr(graph, "encloses", None)
+    return encloses is not None and encloses(outer)
 
 
 def _control_op(control: Any) -> Operation | None:

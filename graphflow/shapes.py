@@ -213,6 +213,14 @@ def check_not_too_large(shape: TensorShape) -> TensorShape:
     return shape
 
 
+def most_specific_compatible_shape(a: TensorShape, b: TensorShape) -> TensorShape:
+    """The most specific shape both ``a`` and ``b`` have: unknown where they differ
+    (TensorFlow's ``most_specific_compatible_shape``)."""
+    if a.rank is None or b.rank is None or a.rank != b.rank:
+        return TensorShape(None)
+    return TensorShape([x if x == y else None for x, y in zip(a.dims, b.dims)])
+
+
 def as_shape(value) -> TensorShape:
     return value if isinstance(value, TensorShape) else TensorShape(value)
 

@@ -555,3 +555,8 @@ def _sparse_apply_adagrad(ctx, var, accum, lr, grad, indices):
 
 for _op in (ResourceApplyAdagrad, ResourceSparseApplyAdagrad):
     _op.not_differentiable()
+
+
+# reads have no effect: a gradient that recomputes a branch or loop body may run them again
+for _read in (VarHandleOp, ReadVariableOp, ResourceGather):
+    _read.idempotent = True

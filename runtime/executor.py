@@ -23,6 +23,7 @@ from graphflow.graph import Graph, Output
 
 from . import passes
 from .device import Device
+from .functions import FunctionRunner
 from .memory import MIN_POOLED_BYTES, BufferPool, releaser
 from .parallel import ParallelRun
 from .pipeline import PlanIR, compile_ir, initial_ir, optimizing_passes, run_pipeline
@@ -82,7 +83,9 @@ class Plan:
             layout, self.preloaded = passes.preload_constants(layout)
         live = passes.liveness(layout)
         self.buffers = BufferPool()
-        passes.attach_contexts(layout, live, config, forward_counter, self.buffers, resources)
+        functions = FunctionRunner(devices, config, forward_counter, resources)
+        passes.attach_contexts(layout, live, config, forward_counter, self.buffers, resources,
+                               functions)
 
         self.steps: list[Step] = layout.steps
         self.num_slots = layout.num_slots

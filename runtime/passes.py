@@ -211,7 +211,7 @@ def liveness(layout: Layout) -> Liveness:
 
 
 def attach_contexts(layout: Layout, live: Liveness, config, forward_counter, buffers,
-                    resources=None) -> None:
+                    resources=None, functions=None) -> None:
     """Give every kernel step its KernelContext (attrs, device, forwarding, buffer pool)."""
     for s, forwardable in zip(layout.steps, live.forwardable):
         if isinstance(s, KernelStep):
@@ -220,7 +220,7 @@ def attach_contexts(layout: Layout, live: Liveness, config, forward_counter, buf
                 forwardable=forwardable, forward_counter=forward_counter,
                 memory_limit=config.memory_limit_bytes,
                 buffers=buffers if s.device.device_type == "cpu" else None,
-                resources=resources)
+                resources=resources, functions=functions)
 
 
 # -- schedule -------------------------------------------------------------------------

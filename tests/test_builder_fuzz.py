@@ -146,10 +146,14 @@ def call_arguments(draw, scope: gf.Scope, definition):
     replaced by junk, dropped, or added where the op takes no such argument."""
     types = {name: draw(st.sampled_from(attr.allowed or DTYPES))
              for name, attr in definition.attrs.items() if attr.kind == "type"}
-    lengths = {spec.number_attr: draw(st.integers(0, 3)) for spec in definition.inputs
-               if spec.is_list}
+    lengths = {spec.number_attr or spec.type_list_attr: draw(st.integers(0, 3))
+               for spec in definition.inputs if spec.is_list}
     kwargs = {}
     for spec in definition.inputs:
+        if spec.type_list_attr is not None:  # a list of mixed dtypes
+            kwargs[spec.name] = [draw(tensor_like(scope, draw(st.sampled_from(DTYPES))))
+                                 for _ in range(lengths[spec.type_list_attr])]
+            continue
         dtype = spec.dtype or types[spec.type_attr]
         if spec.is_list:
             kwargs[spec.name] = [draw(tensor_like(scope, dtype))
