@@ -43,6 +43,7 @@ class FuncGraph(Graph):
         self.outer = outer
         self.seed = outer.seed
         self.captures: dict[Output, Output] = {}    # outer tensor -> its placeholder here
+        self.captured_from: dict[Output, Output] = {}  # and back
         self.outer_controls: list[Operation] = []   # outer ops the traced code waited on
         self.stateful_ops: list[Operation] = []     # in creation order
 
@@ -87,7 +88,18 @@ def capture(graph: Graph, output: Output, op_def: "OpDef | None" = None,
             inner = Scope(graph).placeholder(output.dtype, shape=output.shape,
                                              name="capture/" + output.op.name.replace("/", "_"))
         graph.captures[output] = inner
+        graph.captured_from[inner] = output
     return inner
+
+
+def outer_source(output: Output) -> Output:
+    """The tensor a capture placeholder stands for (through every enclosing function),
+    else ``output`` itself: what a shape function may look through (a variable's handle)."""
+    while True:
+        source = getattr(output.graph, "captured_from", {}).get(output)
+        if source is None:
+            return output
+        output = source
 
 
 def note_built(graph: Graph, op: Operation) -> None:

@@ -134,6 +134,12 @@ class Scope:
             name: str | None = None) -> Output:
         """ConcatV2: `values` joined along `axis`."""
 
+    def cond(scope: Scope, pred: Any, true_fn: Any, false_fn: Any,
+            name: str | None = ...) -> Any:
+        """``true_fn()`` if ``pred`` else ``false_fn()``, as ``tf.cond``: both branches
+        are traced, must return the same structure of the same dtypes, and the result's
+        shapes are what both branches agree on."""
+
     def conj(self, input: Operand, *, name: str | None = None) -> Output:
         """Conj: The complex conjugate of `input`; a real input unchanged, without a
         copy. TensorFlow's op takes complex types only and tf.math.conj passes real ones
@@ -238,6 +244,17 @@ class Scope:
 
     def identity(self, input: Operand, *, name: str | None = None) -> Output:
         """Identity: The input, unchanged (no copy)."""
+
+    def if_(self, cond: Operand, input: Sequence[Operand], Tout: Sequence[DTypeLike],
+            then_branch: Any, else_branch: Any, output_shapes: Sequence[ShapeLike] = ..., *,
+            name: str | None = None) -> list[Output]:
+        """If: then_branch(*input) if cond else else_branch(*input): cond is a scalar (a
+        number or string counts as true when non-zero / non-empty). Its branches may
+        have effects (variable updates)."""
+
+    def in_graph(self, graph: Graph) -> 'Scope':
+        """This scope building into ``graph`` (a function traced inside this scope's
+        graph)."""
 
     def l2_loss(self, t: Any, *, name: str | None = ...) -> Output:
         """``tf.nn.l2_loss(t)``: sum(t ** 2) / 2."""
@@ -699,6 +716,13 @@ class Scope:
             name: str | None = None) -> Output:
         """Pack: `values` (all of one shape) stacked along a new `axis`."""
 
+    def stateless_if(self, cond: Operand, input: Sequence[Operand], Tout: Sequence[DTypeLike],
+            then_branch: Any, else_branch: Any, output_shapes: Sequence[ShapeLike] = ..., *,
+            name: str | None = None) -> list[Output]:
+        """StatelessIf: then_branch(*input) if cond else else_branch(*input): cond is a
+        scalar (a number or string counts as true when non-zero / non-empty). Its
+        branches have no effects."""
+
     def stateless_random_normal(self, shape: Any, seed: Any, mean: Any = ..., stddev: Any = ...,
             dtype: Any = ..., *, name: str | None = ...) -> Output:
         """normal with ``mean`` and ``stddev``, a pure function of ``seed`` (an
@@ -730,6 +754,13 @@ class Scope:
         """truncated normal with ``mean`` and ``stddev``, a pure function of ``seed``
         (an int32/int64 [2]; TF's ``tf.random.stateless_truncated_normal``):
         ``StatelessTruncatedNormal(shape, seed) * stddev + mean``."""
+
+    def stateless_while(self, input: Sequence[Operand], cond: Any, body: Any,
+            output_shapes: Sequence[ShapeLike] = ..., parallel_iterations: int = ..., *,
+            name: str | None = None) -> list[Output]:
+        """StatelessWhile: input while cond(*input): input = body(*input); the loop
+        variables keep their dtypes, and their shapes stay within output_shapes (the
+        shape invariants). Its cond and body have no effects."""
 
     def stop_gradient(self, input: Operand, *, name: str | None = None) -> Output:
         """StopGradient: The input, unchanged (no copy); no gradient flows through it."""
@@ -931,6 +962,21 @@ class Scope:
         """TF's ``tf.where``: with ``condition`` alone the int64 [n, rank] coordinates
         of its true elements (Where); with ``x`` and ``y`` the element-wise select,
         broadcasting (SelectV2)."""
+
+    def while_(self, input: Sequence[Operand], cond: Any, body: Any,
+            output_shapes: Sequence[ShapeLike] = ..., parallel_iterations: int = ..., *,
+            name: str | None = None) -> list[Output]:
+        """While: input while cond(*input): input = body(*input); the loop variables
+        keep their dtypes, and their shapes stay within output_shapes (the shape
+        invariants). Its cond and body may have effects."""
+
+    def while_loop(scope: Scope, cond: Any, body: Any, loop_vars: Any,
+            shape_invariants: Any = ..., maximum_iterations: Any = ...,
+            parallel_iterations: int = ..., name: str | None = ...) -> Any:
+        """Repeat ``loop_vars = body(*loop_vars)`` while ``cond(*loop_vars)``, as
+        ``tf.while_loop``: a loop variable keeps its dtype, and its shape stays within
+        its shape invariant (its initial shape unless ``shape_invariants`` relaxes it);
+        ``maximum_iterations`` bounds the iterations."""
 
     def with_control_dependencies(self, controls: Iterable[Any]) -> 'Scope':
         """A scope whose ops run only after every op (or op of each Output) in

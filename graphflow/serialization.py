@@ -103,7 +103,21 @@ def encode_attr(kind: str, value: Any) -> dict:
         return {kind: list(value)}
     if kind == "tensor":
         return {kind: encode_tensor(value)}
+    if kind == "list(type)":
+        return {kind: [t.name for t in value]}
+    if kind == "list(shape)":
+        return {kind: [s.dims for s in value]}
+    if kind == "func":
+        return {kind: encode_function(value)}
     raise NotImplementedError(f"No GraphDef encoding for attrs of kind '{kind}'")
+
+
+def encode_function(function: Any) -> dict:
+    """A graph function as its own GraphDef, with the names of its input placeholders
+    (arguments, then captures: the op feeds them in this order) and of its outputs."""
+    return {"name": function.name, "inputs": [p.name for p in function.inputs],
+            "outputs": [o.name for o in function.outputs],
+            "graph": as_graph_def(function.graph)}
 
 
 def encode_tensor(array: np.ndarray) -> dict:
@@ -318,9 +332,10 @@ def _check_input_count(definition: OpDef, attrs: dict[str, Any], count: int,
                        at: _NodeAt) -> None:
     """As many inputs as the OpDef takes, list inputs counted by their length attrs."""
     for spec in definition.inputs:
-        if spec.is_list and spec.number_attr not in attrs:
-            raise at.error(f"attrs.{spec.number_attr}", f"missing; it gives the length of "
-                                                        f"list input '{spec.name}'")
+        length = spec.number_attr or spec.type_list_attr
+        if spec.is_list and length not in attrs:
+            raise at.error(f"attrs.{length}", f"missing; it gives the length of "
+                                              f"list input '{spec.name}'")
     expected = sum(definition.input_counts(attrs))
     if count != expected:
         raise at.error("inputs", f"op {at.op_type} takes {expected} inputs "
@@ -383,7 +398,41 @@ def decode_attr(spec: Attr, encoded: Any) -> Any:
         return tuple(value)
     if kind == "tensor":
         return decode_tensor(value)
+    if kind == "list(type)":
+        if not isinstance(value, list) or not all(v in _DTYPES for v in value):
+            raise bad("a list of dtype names")
+        return tuple(_DTYPES[v] for v in value)
+    if kind == "list(shape)":
+        if not isinstance(value, list):
+            raise bad("a list of shapes")
+        return tuple(decode_attr(Attr("shape"), {"shape": v}) for v in value)
+    if kind == "func":
+        return decode_function(value)
     raise InvalidArgumentError(f"No GraphDef decoding for attrs of kind '{kind}'")
+
+
+def decode_function(value: Any) -> Any:
+    """The graph function ``encode_function`` wrote: its GraphDef built into a function
+    graph of its own (every check of an import), its inputs and outputs found by name."""
+    from .functions import FuncGraph, finish, tracing
+    from .scope import Scope
+
+    if not isinstance(value, Mapping) or set(value) != {"name", "inputs", "outputs", "graph"}:
+        raise InvalidArgumentError(f"expected a function {{name, inputs, outputs, graph}}, "
+                                   f"got {_show(value)}")
+    name = value["name"]
+    if not isinstance(name, str):
+        raise InvalidArgumentError(f"a function's name must be a string, got {_show(name)}")
+    graph = FuncGraph(name, Graph())
+    with tracing(graph):
+        _build(_topological(_parse(value["graph"])), Scope(graph))
+    try:
+        inputs = [graph.output(n) for n in _list_of_str(value["inputs"], InvalidArgumentError)]
+        outputs = [graph.output(n) for n in _list_of_str(value["outputs"],
+                                                          InvalidArgumentError)]
+    except OpError as e:
+        raise InvalidArgumentError(f"function '{name}': {e.message}") from None
+    return finish(graph, inputs, outputs, captured=[])
 
 
 def decode_tensor(encoded: Any) -> np.ndarray:

@@ -22,6 +22,7 @@ from typing import Any
 from .builder import as_operand
 from .dtypes import DType, as_dtype
 from .errors import InvalidArgumentError
+from .functions import active_graph
 from .graph import Graph, Operation, Output
 from .shapes import TensorShape
 
@@ -97,7 +98,13 @@ class Variable:
         return self.handle.op
 
     def read(self) -> Output:
-        """The variable's value (a snapshot, read when the run gets there)."""
+        """The variable's value (a snapshot, read when the run gets there); inside a
+        branch or loop body being traced, a read there (each call, each iteration reads
+        the value then, as in TensorFlow 2)."""
+        graph = active_graph(self.graph)
+        if graph is not self.graph:
+            return self._scope.beside(self).read_variable_op(
+                self.handle, dtype=self.dtype, name=f"{self.name.rsplit('/', 1)[-1]}/Read")
         return self._read
 
     def as_output(self) -> Output:
@@ -111,7 +118,7 @@ class Variable:
         ``scope`` has control dependencies, a fresh read under them (on the variable's
         device), so that ``scope.with_control_dependencies([update]).identity(v)`` sees
         the update, as in TensorFlow 1.x."""
-        if not scope.control_dependencies or scope.graph is not self.graph:
+        if not scope.control_dependencies or active_graph(scope.graph) is not self.graph:
             return self.read()
         return scope.beside(self).with_control_dependencies(
             self._read_after()).read_variable_op(

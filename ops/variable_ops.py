@@ -28,6 +28,7 @@ import numpy as np
 
 from graphflow.dtypes import ALL_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, bool_, int32, int64
 from graphflow.errors import InvalidArgumentError
+from graphflow.functions import outer_source
 from graphflow.lowering import Lowering, shape_literal
 from graphflow.registry import ShapeAttr, StringAttr, TypeAttr, register_op
 from graphflow.shapes import TensorShape, debug_string
@@ -81,8 +82,9 @@ def _variable_of(ctx, handle):
 
 def handle_attrs(output) -> tuple | None:
     """(dtype, shape, name) of the variable behind a handle Output, when it comes
-    straight from a VarHandleOp (as every handle graphflow builds does)."""
-    op = output.op
+    straight from a VarHandleOp (as every handle graphflow builds does), also through
+    a branch or loop body that captured it."""
+    op = outer_source(output).op
     if op.type != "VarHandleOp":
         return None
     return op.attrs["dtype"], op.attrs["shape"], op.attrs["shared_name"] or op.name

@@ -36,6 +36,8 @@ NO_GRADIENT_YET = {
     "_PartitionedSelect": "made by the plan's partition -> stitch rewrite, after gradients",
     "_GatherScaleSum": "made by the plan's gather -> scale -> segment-sum rewrite, after "
                        "gradients",
+    "_WhileGrad": "a while loop's gradient; its own gradient (second derivatives through a "
+                  "loop) is not written yet",
 }
 INTERNAL = ("internal: only the plan's rewrites and gradient rules build it; users have no "
             "builder for it")
@@ -192,7 +194,8 @@ INPUTS: dict[str, Callable] = {
     "ResourceSparseApplyAdagrad": _adagrad(sparse=True),
 }
 
-for _module in ("inputs_dense_nn", "inputs_segment_selection", "inputs_random", "inputs_training"):
+for _module in ("inputs_dense_nn", "inputs_segment_selection", "inputs_random", "inputs_training",
+                "inputs_control_flow"):
     INPUTS.update(__import__(f"support.{_module}", fromlist=["INPUTS"]).INPUTS)
 
 OPS = package_ops(include_internal=True)

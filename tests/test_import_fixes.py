@@ -197,7 +197,7 @@ def test_tensorflow_alone_reads_function_libraries():
         pytest.skip("TensorFlow is not installed")
     out = _child("import sys; sys.modules['tensorboard'] = None\n"
                  "import graphflow as gf; from graphflow.interop import tf_proto as tp\n"
-                 "g = gf.import_tf_graph('tests/fixtures/tf/function.pb')\n"
+                 f"g = gf.import_tf_graph({os.path.join(FIXTURES, 'function.pb')!r})\n"
                  "print(tp.protos().source, tp.protos().GraphDef.__module__, len(g) > 0)")
     assert out == ["tensorflow", "tensorflow.core.framework.graph_pb2", "True"]
 

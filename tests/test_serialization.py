@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError
 from graphflow.serialization import decode_tensor, encode_tensor, to_json
+from support.serialization_control_flow import EXAMPLES as CONTROL_FLOW_EXAMPLES
 from support.serialization_wave4 import EXAMPLES as WAVE4_EXAMPLES
 
 I32, F32 = np.int32, np.float32
@@ -150,6 +151,7 @@ def _adagrad(s, sparse: bool):
 
 
 EXAMPLES.update(WAVE4_EXAMPLES)
+EXAMPLES.update(CONTROL_FLOW_EXAMPLES)
 
 # graphflow's own ops (test modules register ops of their own)
 REGISTERED = {d.name for d in gf.registered_ops()
