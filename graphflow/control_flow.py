@@ -165,9 +165,10 @@ def while_loop(scope: Scope, cond: Callable, body: Callable, loop_vars: Any,
     body_graph, body_args, body_outs = _trace_body(scope, body, specs, structure, single, flat,
                                                    node)
     captured = union_captures(cond_graph, body_graph)
+    passed = [capture(body_graph, c) for c in captured]  # the body passes captures through
     cond_fn = finish(cond_graph, cond_args, [pred], captured)
     body_fn = finish(body_graph, body_args,
-                     body_outs + [body_graph.captures[c] for c in captured], captured)
+                     body_outs + passed, captured)
     op_type = "While" if cond_fn.stateful or body_fn.stateful else "StatelessWhile"
     controls = cond_graph.outer_controls + body_graph.outer_controls
     op = _build(scope.with_control_dependencies(controls), op_type, node,
@@ -261,6 +262,9 @@ def _trace_body(scope, body, specs, structure, single, flat, node):
     result = trace(graph, body, _user_args(args, structure, single))
     if single and isinstance(result, (list, tuple)) and len(result) == 1:
         result = result[0]
+    elif isinstance(structure, (list, tuple)) and len(structure) == 1 and \
+            as_operand(result) is not None:
+        result = type(structure)([result])  # one loop variable, returned bare
     if not (single or same_structure(structure, result)) or (
             not single and isinstance(result, (list, tuple)) != isinstance(
             structure, (list, tuple))):

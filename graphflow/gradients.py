@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 
 from .builder import as_operand
 from .dtypes import complex64, complex128, float16, float32, float64, int64
-from .errors import InternalError, InvalidArgumentError
+from .errors import InternalError, InvalidArgumentError, UnimplementedError
 from .graph import Graph, Operation, Output
 from .indexed_slices import IndexedSlices, concat_slices
 from .registry import NOT_DIFFERENTIABLE
@@ -199,8 +199,32 @@ def _gradient_rule(op: Operation):
 def _variable_reads(v: Variable) -> list[Output]:
     """The Outputs through which a variable's value enters the graph: its dense reads
     and its sparse reads (ResourceGather)."""
-    return [c.outputs[0] for c in v.handle.consumers()
-            if c.type in ("ReadVariableOp", "ResourceGather")]
+    consumers = v.handle.consumers()
+    for c in consumers:
+        if _reads_inside_functions(c, v.handle):
+            raise UnimplementedError(
+                f"gradients: variable '{v.name}' is read inside the branch or loop body of "
+                f"'{c.name}' ({c.type}); gradients w.r.t. a variable read inside control flow "
+                f"are not supported yet. Read it before: `value = v.read()`, and use `value` "
+                f"in the function (it is captured, and differentiable)")
+    return [c.outputs[0] for c in consumers if c.type in ("ReadVariableOp", "ResourceGather")]
+
+
+def _reads_inside_functions(op: Operation, handle: Output) -> bool:
+    """Whether control-flow ``op`` reads the variable of ``handle`` in one of its
+    functions (through the capture placeholder the handle is fed to)."""
+    from .functions import Function
+    functions = [f for f in op.attrs.values() if isinstance(f, Function)]
+    positions = [k for k, x in enumerate(op.inputs) if x is handle]
+    for f in functions:
+        offset = len(f.inputs) - len(op.inputs)  # an If's inputs start with its cond
+        for k in positions:
+            inner = f.inputs[k + offset] if 0 <= k + offset < len(f.inputs) else None
+            if inner is not None and any(
+                    c.type in ("ReadVariableOp", "ResourceGather") or
+                    _reads_inside_functions(c, inner) for c in inner.consumers()):
+                return True
+    return False
 
 
 def _per_x(scope: Scope, targets: list, results: list) -> list:

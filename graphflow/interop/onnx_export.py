@@ -17,8 +17,9 @@ from graphflow.graph import Graph, Operation, Output
 from graphflow.traversal import reachable
 
 from . import onnx_lowering_math  # noqa: F401  (files the math and nn ops' lowerings)
+from .onnx_lowering_control import function_ops, functions_of  # (and files If's, While's)
 from . import onnx_lowering_random  # noqa: F401  (files the random ops' lowerings)
-from .onnx_lowering import CHECKS, LOWERINGS, Emitter, elem_type
+from .onnx_lowering import CHECKS, LOWERINGS, Emitter, elem_type, lower_ops
 
 #: The ONNX opsets this exporter writes (ScatterND's min/max reductions need 18).
 MIN_OPSET = 18
@@ -60,6 +61,7 @@ def export_onnx(graph: Graph, inputs: Sequence[Any] | None, outputs: Sequence[An
     _refuse_what_onnx_cannot_express(ops, waited, feeds, session, int(opset))
 
     em = Emitter(onnx, int(opset), _frozen_variables(ops, session))
+    em.reserved.update(o.name for o in fetches)  # no subgraph value takes a fetch's name
     _lower(em, ops, feeds)
     _name_fetches(em, fetches)
     model = _model(em, name, feeds, fetches, int(opset))
@@ -97,15 +99,7 @@ def _lower(em: Emitter, ops: list[Operation], feeds: list[Output]) -> None:
     """ONNX nodes for ``ops`` in order; a fed tensor is a graph input named after it."""
     for out in feeds:
         em.values[out] = em.unique(out.name)
-    fed = set(feeds)
-    for op in ops:
-        if all(o in fed for o in op.outputs):
-            continue
-        em.begin(op)
-        names = LOWERINGS[op.type](em, op, [em.values.get(i) for i in op.inputs])
-        em.end(op, names)
-        for out, value in zip(op.outputs, names):
-            em.values.setdefault(out, value)
+    lower_ops(em, ops, set(feeds))
 
 
 def _name_fetches(em: Emitter, fetches: list[Output]) -> None:
@@ -121,13 +115,24 @@ def _model(em: Emitter, name: str, feeds: list[Output], fetches: list[Output],
            opset: int) -> Any:
     """The ModelProto of what ``em`` emitted, keeping only the initializers in use."""
     onnx = em.onnx
-    used = {v for node in em.nodes for v in node.input} | {o.name for o in fetches} | {
-        em.values[o] for o in fetches}
+    used = _inputs_used(em.nodes) | {o.name for o in fetches} | {em.values[o] for o in fetches}
     initializers = [t for t in em.initializers if t.name in used]  # not attrs' Consts
     return em.h.make_model(
         em.h.make_graph(em.nodes, name, [_value_info(onnx, o) for o in feeds],
                         [_value_info(onnx, o) for o in fetches], initializers),
         opset_imports=[em.h.make_opsetid("", opset)], producer_name="graphflow")
+
+
+def _inputs_used(nodes: Sequence[Any]) -> set[str]:
+    """The value names ``nodes`` read, also inside their subgraphs (an If's branches, a
+    Loop's body), which read the model's initializers as outer-scope values."""
+    used = set()
+    for node in nodes:
+        used.update(node.input)
+        for attr in node.attribute:
+            for graph in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                used |= _inputs_used(graph.node)
+    return used
 
 
 def _check(onnx, model) -> None:

@@ -91,10 +91,26 @@ class Emitter:
         self._consts: dict[tuple, str] = {}
         self._op: Operation | None = None
         self._first = 0
+        #: what this emitter's names start with: "" for the model's graph, the
+        #: control-flow node and role ("while/body/") for a subgraph's
+        self.prefix = ""
+        #: names only the model's graph may take (its outputs', given at the end)
+        self.reserved: set[str] = set()
+
+    def child(self, prefix: str) -> "Emitter":
+        """An emitter for an ONNX subgraph (a branch, a loop body): nodes and values of
+        its own, names ``prefix``-ed; the names, constants (initializers of the model's
+        graph, which a subgraph sees as outer-scope values) and frozen variables
+        shared, so that no name in the model is defined twice."""
+        sub = Emitter.__new__(Emitter)
+        sub.__dict__.update(self.__dict__)
+        sub.nodes, sub.values, sub.frozen = [], {}, dict(self.frozen)
+        sub._op, sub._first, sub.prefix = None, 0, prefix
+        return sub
 
     def unique(self, base: str) -> str:
         name, i = base, 1
-        while name in self._names:
+        while name in self._names or (self.prefix and name in self.reserved):
             name, i = f"{base}_{i}", i + 1
         self._names.add(name)
         return name
@@ -106,17 +122,19 @@ class Emitter:
         """Give the values this op's nodes made for its outputs the outputs' names."""
         made = {v for node in self.nodes[self._first:] for v in node.output}
         for out, value in zip(op.outputs, names):
-            if value in made and out.name not in self._names and value not in (
+            name = self.prefix + out.name
+            if value in made and name not in self._names and not (
+                    self.prefix and name in self.reserved) and value not in (
                     self.values.get(o) for o in op.outputs[:out.index]):
-                self._names.add(out.name)
+                self._names.add(name)
                 for node in self.nodes[self._first:]:
-                    node.output[:] = [out.name if v == value else v for v in node.output]
-                    node.input[:] = [out.name if v == value else v for v in node.input]
-                names[out.index] = out.name
+                    node.output[:] = [name if v == value else v for v in node.output]
+                    node.input[:] = [name if v == value else v for v in node.input]
+                names[out.index] = name
 
     def node(self, op_type: str, inputs: Sequence[str], n_out: int = 1, **attrs) -> Any:
         """Add one ONNX node; its output name (a list when ``n_out != 1``)."""
-        base = f"{self._op.name}/{op_type}"
+        base = f"{self.prefix}{self._op.name}/{op_type}"
         outs = [self.unique(f"{base}:{i}") for i in range(n_out)]
         self.nodes.append(self.h.make_node(op_type, list(inputs), outs, name=self.unique(base),
                                            **attrs))
@@ -130,7 +148,7 @@ class Emitter:
             key = (array.dtype.str, array.shape, array.tobytes())
             if key in self._consts:
                 return self._consts[key]
-        name = self.initializer(self.unique(f"{self._op.name}/const"), array)
+        name = self.initializer(self.unique(f"{self.prefix}{self._op.name}/const"), array)
         if key is not None:
             self._consts[key] = name
         return name
@@ -207,6 +225,19 @@ class Emitter:
         rows = self.node("Reshape", [data, self.node("Concat", [n, rest], axis=0)], allowzero=1)
         return self.node("Reshape", [lead, n], allowzero=1), rows
 
+
+def lower_ops(em: Emitter, ops: Sequence[Operation], fed: set) -> None:
+    """ONNX nodes for ``ops`` (in a topological order) through ``em``, each op's outputs
+    then in ``em.values``; an op whose outputs are all ``fed`` is skipped (its values
+    are there already). Shared by the model's graph and every subgraph."""
+    for op in ops:
+        if all(o in fed for o in op.outputs):
+            continue
+        em.begin(op)
+        names = LOWERINGS[op.type](em, op, [em.values.get(i) for i in op.inputs])
+        em.end(op, names)
+        for out, value in zip(op.outputs, names):
+            em.values.setdefault(out, value)
 
 # -- element-wise math ---------------------------------------------------------------------------
 _SIMPLE = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "RealDiv": "Div", "Maximum": "Max",
@@ -298,7 +329,8 @@ def _check_const(op: Operation, opset: int) -> str | None:
 
 @lowering("Const")
 def _const(em: Emitter, op: Operation, ins: list) -> list:
-    return [em.initializer(em.unique(op.outputs[0].name), np.asarray(op.attrs["value"]))]
+    name = em.unique(em.prefix + op.outputs[0].name)
+    return [em.initializer(name, np.asarray(op.attrs["value"]))]
 
 
 @lowering("Shape", "Size")
