@@ -20,7 +20,7 @@ from typing import Callable, Mapping, Sequence
 
 from graphflow.graph import Operation, Output
 
-from . import folding, fusion, gather_reduce, partition_stitch, simplify
+from . import control_flow, folding, fusion, gather_reduce, partition_stitch, simplify
 from .passes import prune
 
 
@@ -161,6 +161,11 @@ def simplify_pass(ir: PlanIR) -> PlanIR:
     return substitute(ir, simplify.simplify(list(ir.ops), ir.fed, dict(ir.subst)))
 
 
+def share_loops_pass(ir: PlanIR) -> PlanIR:
+    """A While and its recorded twin (its gradient's) as one loop (runtime/control_flow.py)."""
+    return substitute(ir, control_flow.share_recorded_loops(list(ir.ops), ir.fed, dict(ir.subst)))
+
+
 def partition_stitch_pass(ir: PlanIR) -> PlanIR:
     """Partition -> element-wise -> stitch as one pass (runtime/partition_stitch.py)."""
     return substitute(ir, partition_stitch.fuse_partition_stitch(list(ir.ops), ir.fed))
@@ -184,9 +189,9 @@ def optimizing_passes(devices, config) -> tuple[Pass, ...]:
     would run their members one by one)."""
     fold = fold_pass(devices, config)
     if any(d.device_type != "cpu" for d in devices):
-        return (until_stable(fold, simplify_pass), partition_stitch_pass)
-    return (until_stable(fold, simplify_pass), partition_stitch_pass, gather_reduce_pass,
-            fuse_pass)
+        return (share_loops_pass, until_stable(fold, simplify_pass), partition_stitch_pass)
+    return (share_loops_pass, until_stable(fold, simplify_pass), partition_stitch_pass,
+            gather_reduce_pass, fuse_pass)
 
 
 def compile_ir(fetches: Sequence, feeds: Sequence[Output], devices, config) -> PlanIR:

@@ -362,3 +362,22 @@ def test_gradients_match_tensorflow():
     # TF's tanh (Eigen's) and numpy's differ in the last bits of float32
     np.testing.assert_allclose(got, want, rtol=1e-5)
     np.testing.assert_allclose(got_grad, want_grad, rtol=1e-4)
+
+
+def test_a_step_fetching_a_loop_and_its_gradient_runs_the_loop_once():
+    from graphflow.runtime.pipeline import compile_ir
+    s = _scope()
+    x = s.placeholder(gf.float32, [3])
+    _, y = s.while_loop(lambda i, a: i < 4, lambda i, a: (i + 1, s.tanh(a) * x), [0, x])
+    loss = s.reduce_sum(y)
+    dx = gf.gradients(loss, [x])[0]
+    with gf.Session(s.graph) as sess:
+        ir = compile_ir([loss, dx], [x], sess.devices, sess.config)
+        loops = [op.type for op in ir.ops if "While" in op.type]
+        assert loops == ["_WhileRecorded", "_WhileGrad"]
+        value = np.array([0.5, -1.0, 2.0], F32)
+        fused = [sess.run([loss, dx], {x: value}) for _ in range(CALLS)][-1]
+    with gf.Session(s.graph, gf.SessionConfig(optimize=False)) as sess:
+        plain = sess.run([loss, dx], {x: value})
+    for a, b in zip(fused, plain):
+        np.testing.assert_array_equal(a, b)
