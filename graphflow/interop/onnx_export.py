@@ -202,8 +202,9 @@ def _needed_ops(fetches: list[Output], feeds: list[Output]) -> tuple[list, list]
 def _refuse_what_onnx_cannot_express(ops: list[Operation], waited: list[Operation],
                                      feeds: list[Output], session: Any, opset: int) -> None:
     """One UnimplementedError naming every op (by node) that cannot be exported, also
-    a state update that an exported op waits for; one InvalidArgumentError for a
-    placeholder that is needed but not among the inputs."""
+    a state update that an exported op waits for and the ops inside the graph functions
+    of control flow (named ``function/node``); one InvalidArgumentError for a placeholder
+    that is needed but not among the inputs."""
     fed = set(feeds)
     for op in ops:
         if op.type == "Placeholder" and op.outputs[0] not in fed:
@@ -211,35 +212,46 @@ def _refuse_what_onnx_cannot_express(ops: list[Operation], waited: list[Operatio
                 f"export_onnx: placeholder tensor '{op.outputs[0].name}' is needed by the "
                 f"outputs but is not listed in inputs", op.name, op.type)
     problems: dict[str, list[str]] = {}
-
-    def refuse(op: Operation, reason: str) -> None:
-        problems.setdefault(reason, []).append(op.name)
     for op in waited:
         if op.op_def.stateful and op.type not in LOWERINGS:
-            refuse(op, f"{op.type} (it updates state, and an exported op waits for it; an "
-                       f"ONNX graph is for inference)")
-    for op in ops:
-        if all(o in fed for o in op.outputs):
-            continue
-        dtypes = [t.dtype for t in list(op.inputs) + list(op.outputs)]
-        if op.type not in LOWERINGS:
-            if op.op_def.stateful:
-                refuse(op, f"{op.type} (it updates state; an ONNX graph is for inference)")
-            else:
-                refuse(op, f"{op.type} (no ONNX lowering)")
-        elif any(t.is_complex for t in dtypes):
-            refuse(op, f"{op.type} on complex tensors (ONNX has no complex arithmetic)")
-        elif op.type in ("VarHandleOp", "ReadVariableOp", "ResourceGather") and session is None:
-            refuse(op, f"{op.type} (a variable: pass session= to freeze its value as a "
-                       f"constant)")
-        else:
-            reason = CHECKS.get(op.type, lambda op, opset: None)(op, opset)
-            if reason:
-                refuse(op, f"{op.type} {reason}")
+            problems.setdefault(f"{op.type} (it updates state, and an exported op waits for "
+                                f"it; an ONNX graph is for inference)", []).append(op.name)
+    _refuse_ops(ops, fed, session, opset, "", problems)
     if problems:
         lines = "\n".join(f"  {reason}: {', '.join(names)}" for reason, names in problems.items())
         raise UnimplementedError(f"export_onnx: {sum(map(len, problems.values()))} node(s) "
                                  f"cannot be expressed in ONNX:\n{lines}")
+
+
+def _refuse_ops(ops: list[Operation], fed: set, session: Any, opset: int, where: str,
+                problems: dict[str, list[str]]) -> None:
+    """File in ``problems`` (reason -> node names) each of ``ops`` that cannot be
+    exported, looking inside the functions of control flow (their nodes named
+    ``where`` + ``function/node``: a branch's, a loop body's own stateful ops too)."""
+    for op in ops:
+        if op.outputs and all(o in fed for o in op.outputs):  # fed: not computed
+            continue
+        reason = _why_not(op, session, opset)
+        if reason:
+            problems.setdefault(reason, []).append(where + op.name)
+        for _, fn in functions_of(op):
+            _refuse_ops(function_ops(fn, effects=True), set(fn.inputs), session, opset,
+                        f"{where}{fn.name}/", problems)
+
+
+def _why_not(op: Operation, session: Any, opset: int) -> str | None:
+    """Why ``op`` cannot be exported, or None."""
+    dtypes = [t.dtype for t in list(op.inputs) + list(op.outputs)]
+    if op.type not in LOWERINGS:
+        if op.op_def.stateful:
+            return f"{op.type} (it updates state; an ONNX graph is for inference)"
+        return f"{op.type} (no ONNX lowering)"
+    if any(t.is_complex for t in dtypes):
+        return f"{op.type} on complex tensors (ONNX has no complex arithmetic)"
+    if op.type in ("VarHandleOp", "ReadVariableOp", "ResourceGather") and session is None:
+        return f"{op.type} (a variable: pass session= to freeze its value as a constant)"
+    reason = CHECKS.get(op.type, lambda op, opset: None)(op, opset)
+    return f"{op.type} {reason}" if reason else None
 
 
 def _frozen_variables(ops: list[Operation], session: Any) -> dict[Operation, np.ndarray]:
