@@ -28,10 +28,11 @@ import numpy as np
 from .docs_page import DOCS_PAGE, preamble, write_page
 from .harness import (MachineLimits, paired_per_call_time, peak_bytes, peak_rss_bytes,
                       round_robin_times)
+from .loops import LOOP_WORKLOADS
 from .models import MODEL_WORKLOADS
 from .workloads import BYTES, WORKLOADS, Case
 
-WORKLOADS = {**WORKLOADS, **MODEL_WORKLOADS}
+WORKLOADS = {**WORKLOADS, **MODEL_WORKLOADS, **LOOP_WORKLOADS}
 
 RESULTS = pathlib.Path(__file__).with_name("results")
 

@@ -581,8 +581,9 @@ class TorchPeer(TensorFlowPeer):
 
 def load_peers() -> list[Peer]:
     """Every peer, installed or not (a missing one says so in its columns)."""
-    from . import model_peers
+    from . import loops, model_peers
     model_peers.install()
+    loops.install()
     return [JaxPeer(), TensorFlowPeer(), TensorFlow1Peer(), TorchPeer()]
 
 

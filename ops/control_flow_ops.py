@@ -175,7 +175,11 @@ class LoopRun:
         self.node = ctx.node_name
         self.cond = runner.caller(ctx.attrs["cond"])
         self.body = runner.caller(ctx.attrs["body"])
-        self.invariants = [s for s in ctx.attrs["output_shapes"]]
+        # a body output whose static shape is within its invariant always is (shape functions
+        # hold for every value): only the others are checked, each iteration
+        body = ctx.attrs["body"]
+        self.checked = [(k, shape) for k, (out, shape) in enumerate(
+            zip(body.outputs, ctx.attrs["output_shapes"])) if not within(out.shape, shape)]
         self.iteration = 0
 
     def proceed(self, values: list) -> bool:
@@ -189,7 +193,8 @@ class LoopRun:
             new = list(self.body(values))
         except OpError as e:
             raise in_iteration(e, self.node, self.iteration, "body") from None
-        for k, (value, shape) in enumerate(zip(new, self.invariants)):
+        for k, shape in self.checked:
+            value = new[k]
             if not shape.is_compatible_with(TensorShape(np.shape(value))):
                 raise InvalidArgumentError(
                     f"Loop variable {k} of the while loop has shape "
@@ -197,6 +202,14 @@ class LoopRun:
                     f"which its shape invariant {shape} does not allow", self.node, "While")
         self.iteration += 1
         return new
+
+
+def within(shape: TensorShape, invariant: TensorShape) -> bool:
+    """Whether every value of static ``shape`` has a shape ``invariant`` allows."""
+    if invariant.rank is None:
+        return True
+    return shape.rank == invariant.rank and all(
+        b is None or a == b for a, b in zip(shape.dims, invariant.dims))
 
 
 def in_iteration(err: OpError, loop: str, iteration: int, role: str) -> OpError:

@@ -381,3 +381,23 @@ def test_a_step_fetching_a_loop_and_its_gradient_runs_the_loop_once():
         plain = sess.run([loss, dx], {x: value})
     for a, b in zip(fused, plain):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_raw_while_whose_body_breaks_its_invariant_fails_when_it_runs():
+    from graphflow.functions import FuncGraph, arguments_like, finish, tracing
+    s = _scope()
+    specs = [(gf.float32, gf.TensorShape([None]))]
+    cond_graph = FuncGraph("c", s.graph)
+    (c,) = arguments_like(cond_graph, specs)
+    with tracing(cond_graph):
+        pred = gf.Scope(cond_graph).less(gf.Scope(cond_graph).size(c), 4)
+    body_graph = FuncGraph("b", s.graph)
+    (b,) = arguments_like(body_graph, specs)
+    with tracing(body_graph):
+        grown = gf.Scope(body_graph).concat([b, b], 0)
+    [out] = s.create_op("StatelessWhile", [s.constant(np.ones(1, F32))],
+                        cond=finish(cond_graph, [c], [pred]), body=finish(body_graph, [b], [grown]),
+                        output_shapes=[gf.TensorShape([1])])
+    with gf.Session(s.graph) as sess, pytest.raises(InvalidArgumentError,
+                                                    match="shape invariant"):
+        sess.run(out)
