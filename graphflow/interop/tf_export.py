@@ -20,6 +20,7 @@ import numpy as np
 
 from ..dtypes import dtype_of_array
 from ..errors import InvalidArgumentError, UnimplementedError
+from ..functions import Function
 from ..graph import Graph, Operation, Output
 from ..shapes import TensorShape
 from . import tf_proto
@@ -53,6 +54,8 @@ class _Writer:
         self.refs: dict[Output, str] = {}        # graphflow output -> TF tensor reference
         self.tf_types: dict[str, Any] = {}       # TF tensor reference -> DType or _RESOURCE
         self.consts: dict[tuple, str] = {}       # lowerings' small constants, shared
+        self.root = self                         # the writer of the GraphDef (of a library)
+        self.functions: dict[Any, str] = {}      # gf.Function -> its FunctionDef's name
 
     # -- names -------------------------------------------------------------------------
     def fresh(self, name: str) -> str:
@@ -111,6 +114,8 @@ class _Writer:
         in the graph view its text."""
         if value is _RESOURCE:
             return self.pb.AttrValue(type=tf_proto.DT_RESOURCE)
+        if kind == "func" and isinstance(value, Function):  # the graph view: its name
+            value = tf_proto.Func(value.name, {})
         try:
             return tf_proto.attr_to_proto(kind, value, self.pb)
         except (TypeError, ValueError, KeyError) as e:
@@ -186,8 +191,12 @@ def tf_graph_def(graph: Graph, strict: bool = True, clear_devices: bool = False,
 
 
 def _check_exportable(ops: list[Operation]) -> None:
+    """One UnimplementedError naming every node (those inside If/While functions too)
+    of an op type TensorFlow has no counterpart for."""
+    from .tf_export_functions import function_ops
+
     missing: dict[str, list[str]] = {}
-    for op in ops:
+    for op in function_ops(ops):
         if not has_tf_counterpart(op.type):
             missing.setdefault(op.type, []).append(op.name)
     if not missing:
@@ -209,7 +218,10 @@ def export_tf_graph(graph: Graph, path: "str | os.PathLike", clear_devices: bool
     it with graphflow's results; node names stay graphflow's. Returns the message.
 
     UnimplementedError (before anything is written) names every node of an op type
-    TensorFlow has no counterpart for (graphflow's internal ops, user ops).
+    TensorFlow has no counterpart for (graphflow's internal ops, user ops; the
+    ``_WhileRecorded``/``_WhileGrad`` of a while loop's gradient). If/StatelessIf/
+    While/StatelessWhile are written with their functions as the GraphDef's library
+    (FunctionDefs, recursively; ``tf_export_functions``).
     """
     graph_def = tf_graph_def(graph, strict=True, clear_devices=clear_devices,
                              add_shapes=add_shapes)

@@ -30,8 +30,10 @@ from ..errors import InvalidArgumentError, OpError, UnimplementedError
 from ..graph import Graph, Operation, Output
 from ..registry import OpDef
 from . import tf_proto as tp
-from .tf_import_plan import (LIBRARY_FIELD, OP_ALIASES, REF, Node, Planner, check_refs,
-                             error, topological)
+from .tf_functions import FunctionLibrary
+from .tf_import_plan import (LIBRARY_FIELD, OP_ALIASES, REF, V1_CONTROL_FLOW, Node, Planner,
+                             check_refs, error, topological)
+from .tf_v1_control_flow import convert_v1_control_flow
 
 #: Attrs TensorFlow has and graphflow's op lacks, accepted when they hold this value
 #: (TensorFlow's default); any other value would change the semantics and is refused.
@@ -203,12 +205,16 @@ class _Scopes:
 
 
 def _build_node(scopes: _Scopes, n: Node, op_def: OpDef, built: dict[str, Operation],
-                input_map: dict[tuple[str, int], Any], mapped: dict[str, Output]) -> Operation:
-    """Build plan node ``n`` as an op of ``op_def``; an error names the node."""
+                input_map: dict[tuple[str, int], Any], mapped: dict[str, Output],
+                library: FunctionLibrary | None = None) -> Operation:
+    """Build plan node ``n`` as an op of ``op_def``; an error names the node. The
+    functions an If/While names are built first (``library``)."""
     flat = [_output(scopes.graph, n, j, built[src], ref, input_map, mapped)
             for j, (src, ref) in enumerate(n.inputs)]
     args = op_def.group_inputs(flat, _arg_lengths(n, op_def, len(flat)))
     kwargs = _user_attrs(n, op_def)
+    if library is not None and any(op_def.attrs[k].kind == "func" for k in kwargs):
+        kwargs = library.call_attrs(n, op_def, args, kwargs, scopes.graph)
     scope = scopes.on(n)
     if n.controls:
         scope = scope.with_control_dependencies(built[c] for c in n.controls)
@@ -230,13 +236,16 @@ def _arg_lengths(n: Node, op_def: OpDef, count: int) -> tuple[int, ...]:
     its length attr (N); without N, the lists share what the single inputs leave (TF
     always writes N; a hand-written GraphDef may not)."""
     lengths = {}
-    lists = [s.number_attr for s in op_def.inputs if s.is_list]
+    lists = [s.number_attr or s.type_list_attr for s in op_def.inputs if s.is_list]
     for attr in set(lists):
-        if attr in n.attrs:
+        if attr in n.attrs and op_def.attrs[attr].kind == "int":
             lengths[attr] = _expect(n, attr, "int", n.attrs[attr])
+        elif attr in n.attrs:  # an If's Tin, a While's T: one dtype per input
+            lengths[attr] = len(_expect(n, attr, "list(type)", n.attrs[attr]))
         else:
             lengths[attr] = (count - (len(op_def.inputs) - len(lists))) // len(lists)
-    per_input = tuple(lengths[s.number_attr] if s.is_list else 1 for s in op_def.inputs)
+    per_input = tuple(lengths[s.number_attr or s.type_list_attr] if s.is_list else 1
+                      for s in op_def.inputs)
     if sum(per_input) != count:
         raise error(f"op {n.op} takes {sum(per_input)} inputs "
                      f"({', '.join(str(s) for s in op_def.inputs) or 'none'}), got {count}",
@@ -276,6 +285,12 @@ def _check_inferred_types(n: Node, op_def: OpDef, op: Operation) -> None:
             if op.attrs[key] != want:
                 raise error(f"attr {key} is {want.name} but the inputs give "
                              f"{op.attrs[key].name}", n.name, n.op)
+        elif key in n.attrs and op_def.attrs[key].kind == "list(type)":
+            want = tuple(_expect(n, key, "list(type)", n.attrs[key]))
+            if tuple(op.attrs[key]) != want:
+                raise error(f"attr {key} is [{', '.join(t.name for t in want)}] but the "
+                             f"inputs give [{', '.join(t.name for t in op.attrs[key])}]",
+                             n.name, n.op)
 
 
 _MISSING = object()
@@ -293,8 +308,7 @@ def _output(graph: Graph, n: Node, j: int, src: Operation, ref: Any,
             if arg not in names:
                 raise error(f"input {j} names output '{arg}' of '{src.name}' ({src.type}), "
                              f"whose outputs are {', '.join(names)}", n.name, n.op)
-            flat = sum(src.attrs[s.number_attr] if s.is_list else 1
-                       for s in specs[:names.index(arg)]) + index
+            flat = sum(s.length(src.attrs) for s in specs[:names.index(arg)]) + index
     else:
         flat = ref
     if flat >= len(src.outputs):
@@ -368,6 +382,9 @@ def import_tf_graph(source: Any, input_map: Mapping[str, Any] | None = None) -> 
     ``{"x:0": value}`` replaces every use of a tensor by a constant of ``value`` (cast to
     the tensor's dtype), as TensorFlow's ``import_graph_def(input_map=...)`` does with a
     tensor. Function-library calls are inlined; the call's name stands for its result.
+    TF 2's functional control flow (If, StatelessIf, While, StatelessWhile) imports with
+    its library functions as gf.Functions; TF 1.x's (Switch/Merge conds, Enter/Exit
+    while frames) is converted to that functional form (``tf_v1_control_flow``).
 
     UnimplementedError listing every op graphflow lacks, with the nodes using it;
     InvalidArgumentError naming the node for a malformed GraphDef (unparseable or
@@ -389,14 +406,21 @@ def import_tf_graph(source: Any, input_map: Mapping[str, Any] | None = None) -> 
     if unknown:
         raise InvalidArgumentError(f"Attempted to map inputs that were not found in the "
                                    f"GraphDef: {', '.join(unknown)}")
+    if any(n.op in V1_CONTROL_FLOW for n in nodes):  # TF 1.x frames as If/While
+        nodes = convert_v1_control_flow(nodes, planner)
+        by_name = check_refs(nodes)
     order = topological(nodes, by_name)
     graph = Graph()
     scopes = _Scopes(graph)
     built: dict[str, Operation] = {}
     mapped: dict[str, Output] = {}
+
+    def op_of(n: Node) -> OpDef:
+        return planner.ops.get(n.op) or planner.ops[OP_ALIASES[n.op]]
+
+    library = FunctionLibrary(planner.bodies, op_of)
     for n in order:
-        op_def = planner.ops.get(n.op) or planner.ops[OP_ALIASES[n.op]]
-        built[n.name] = _build_node(scopes, n, op_def, built, mapping, mapped)
+        built[n.name] = _build_node(scopes, n, op_of(n), built, mapping, mapped, library)
     for name, index in mapping:
         if index >= len(built[name].outputs):
             raise InvalidArgumentError(f"input_map names '{name}:{index}', but '{name}' has "

@@ -6,6 +6,10 @@ function's name as the op) are inlined as ``call/node`` nodes; uses of a call's 
 read the function's results; every input is checked to name a node; every op graphflow
 lacks is collected (for one UnimplementedError listing them all); cycles are found. Attrs
 are decoded to ``(kind, value)`` only for the nodes graphflow can build.
+
+The library functions an If/While names (branches, cond, body) are planned as graph
+functions of their own (``Planner.bodies``: ``FunctionBody``), built into gf.Functions
+at the build stage (``tf_functions``); the ops they lack are listed as ``function/node``.
 """
 from __future__ import annotations
 
@@ -126,8 +130,11 @@ class Planner:
         #: inlined call -> (its results as (node, ref), the function's output names)
         self.results: dict[str, tuple[list, list[str]]] = {}
         self.missing: dict[str, list[str]] = {}
-        self.walked_functions: set[str] = set()  # functions searched for missing ops
-        self.missing_in: set[str] = set()  # ... and those that use some
+        self.missing_in: set[str] = set()  # library functions that use missing ops
+        #: library functions planned as graph functions (If/While branches and bodies)
+        self.bodies: dict[str, FunctionBody] = {}
+        self._where = ""        # "f/" while planning the body of function f
+        self._planning: tuple[str, ...] = ()  # the functions being planned, outermost first
 
     # -- top level --------------------------------------------------------------------
     def plan(self, graph_def: Any) -> list[Node]:
@@ -169,42 +176,87 @@ class Planner:
         lacks is recorded as missing (its attrs not even read), any other kept."""
         calls = n.op in _CALL_OPS or n.op in self.functions or (
             self.library_unreadable and n.op not in self.ops and n.op not in OP_ALIASES)
-        if not calls and n.op not in self.ops and OP_ALIASES.get(n.op) not in self.ops:
-            self.missing.setdefault(n.op, []).append(n.name)
+        if not calls and n.op not in V1_CONTROL_FLOW and n.op not in self.ops \
+                and OP_ALIASES.get(n.op) not in self.ops:
+            self.missing.setdefault(n.op, []).append(self._where + n.name)
+            if self._where:
+                self.missing_in.add(self._where[:-1])
             self.nodes.append(n)
-            self._missing_in_functions(raw)
+            self._missing_in_functions(raw, n)
             return
         n.attrs = _decode_attrs(raw, n.name, substitute)
         if calls:
             self._inline(n, self._called_function(n), stack)
-        else:
-            self.nodes.append(n)
+            return
+        self.nodes.append(n)
+        for value in n.attrs.values():  # If/While branches and bodies: graph functions
+            funcs = [value[1]] if value[0] == "func" else \
+                list(value[1]) if value[0] == "list(func)" else []
+            for func in funcs:
+                self.plan_function(func.name, dict(func.attrs), n)
 
-    def _missing_in_functions(self, raw: Any) -> None:
-        """Record the ops graphflow lacks inside the library functions named by the attrs
-        of a node it cannot build (If/While branches and bodies), as ``function/node``,
-        through the functions those name; each function once."""
-        for fname in self._functions_named(raw):
-            if fname in self.walked_functions:
-                continue
-            self.walked_functions.add(fname)
-            for nd in self.functions[fname].node_def:
-                if nd.op not in self.functions and nd.op not in _CALL_OPS \
-                        and nd.op not in self.ops and OP_ALIASES.get(nd.op) not in self.ops:
-                    self.missing.setdefault(nd.op, []).append(f"{fname}/{nd.name}")
-                    self.missing_in.add(fname)
-                self._missing_in_functions(nd)
-
-    def _functions_named(self, raw: Any) -> list[str]:
-        """The library functions a NodeDef calls: its op, its ``func`` attrs."""
-        names = [raw.op]
-        for _, value in sorted(raw.attr.items()):
+    def _missing_in_functions(self, raw: Any, n: Node) -> None:
+        """Plan the library functions named by the attrs of a node graphflow cannot build
+        (an If/While it lacks): the ops they lack are listed too, as ``function/node``."""
+        for value in (v for _, v in sorted(raw.attr.items())):
             which = value.WhichOneof("value")
-            if which == "func":
-                names.append(value.func.name)
-            elif which == "list":
-                names += [f.name for f in value.list.func]
-        return [name for name in names if name in self.functions]
+            funcs = [value.func] if which == "func" else \
+                list(value.list.func) if which == "list" else []
+            for func in funcs:
+                if func.name in self.functions:
+                    attrs = {k: tp.attr_from_proto(v, resource=_dt.string)
+                             for k, v in sorted(func.attr.items())}
+                    self.plan_function(func.name, attrs, n)
+
+    # -- graph functions (If/While branches and bodies) --------------------------------
+    def plan_function(self, fname: str, substitute: Mapping, caller: Node) -> None:
+        """Plan library function ``fname`` as a graph function (``self.bodies[fname]``):
+        its nodes, calls inlined, under names of its own; ops it lacks are listed as
+        ``fname/node``. Each function once."""
+        if fname in self.bodies:
+            return
+        if fname in self._planning:
+            raise UnimplementedError(f"Function '{fname}' calls itself (through "
+                                     f"{' -> '.join(self._planning + (fname,))}); recursive "
+                                     f"functions are not implemented", caller.name, caller.op)
+        f = self.functions.get(fname)
+        if f is None:
+            if self.library_unreadable:
+                tp.require_full(self.ps, f"The function library of this GraphDef (node "
+                                         f"'{caller.name}' calls '{fname}')")
+            raise error(f"names function '{fname}', which the GraphDef's library does not "
+                         f"define", caller.name, caller.op)
+        saved = (self.nodes, self.names, self.results, self._where)
+        self._planning += (fname,)
+        try:
+            self.bodies[fname] = self._plan_body(f, fname, substitute, caller)
+        finally:
+            self.nodes, self.names, self.results, self._where = saved
+            self._planning = self._planning[:-1]
+
+    def _plan_body(self, f: Any, fname: str, substitute: Mapping, caller: Node) -> FunctionBody:
+        args = [_argument(f, k, arg, substitute, caller) for k, arg in
+                enumerate(f.signature.input_arg)]
+        arg_names = [a[0] for a in args]
+        node_names = {nd.name for nd in f.node_def}
+        clash = sorted(node_names & set(arg_names))
+        if clash or len(set(arg_names)) != len(arg_names):
+            raise error(f"function '{fname}' has an argument and a node (or two arguments) "
+                         f"named {(clash or arg_names)[0]!r}", caller.name, caller.op)
+        self.nodes, self.names, self.results = [], node_names | set(arg_names), {}
+        self._where = fname + "/"
+        for nd in f.node_def:
+            if not nd.name or not _VALID_OP_NAME.fullmatch(nd.name):
+                raise error(f"function '{fname}' has the invalid node name {nd.name!r}",
+                             caller.name, caller.op)
+            data, controls = _split_inputs(nd, _FUNC_REF)
+            self._add(Node(nd.name, nd.op, data, controls, nd.device), nd, self._planning,
+                      substitute)
+        for n in self.nodes:
+            n.inputs = [self._redirect(n, src, ref) for src, ref in n.inputs]
+        body = _Body(caller, fname, "", {}, self.names)
+        results = [self._redirect(caller, *ref) for ref in _function_results(body, f)]
+        return FunctionBody(fname, args, self.nodes, results)
 
     def _called_function(self, n: Node) -> str:
         if n.op in _CALL_OPS:
@@ -292,6 +344,52 @@ class Planner:
         return prefix
 
 
+#: TF 1.x's control-flow ops: planned (attrs read), then rewritten as If/While
+#: (``tf_v1_control_flow``) before anything is built.
+V1_CONTROL_FLOW = frozenset({"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond"})
+
+
+@dataclass
+class FunctionBody:
+    """A graph function to build (a library function, or a TF 1.x cond branch or loop
+    part): its arguments as (name, dtype, shape), either None where the call gives it,
+    its plan nodes (argument placeholders not among them) and its results."""
+
+    name: str
+    args: list[tuple[str, Any, Any]]
+    nodes: list[Node]
+    results: list[tuple[str, Any]]
+
+
+def _argument(f: Any, k: int, arg: Any, substitute: Mapping, caller: Node) -> tuple:
+    """(name, dtype, shape or None) of a function's input argument ``k``."""
+    fname = f.signature.name
+    if arg.number_attr or arg.type_list_attr:
+        raise UnimplementedError(f"Function '{fname}' has the list argument '{arg.name}'; "
+                                 f"only functions of single tensors are implemented",
+                                 caller.name, caller.op)
+    if arg.type_attr:
+        kind, dtype = substitute.get(arg.type_attr, (None, None))
+        if kind != "type":
+            raise error(f"argument '{arg.name}' of function '{fname}' has the type attr "
+                         f"'{arg.type_attr}', which the call does not set", caller.name,
+                         caller.op)
+    elif arg.type == tp.DT_RESOURCE:
+        dtype = _dt.string
+    else:
+        try:
+            dtype = tp.from_tf_enum(arg.type)
+        except OpError as e:
+            raise UnimplementedError(f"argument '{arg.name}' of function '{fname}': "
+                                     f"{e.message}", caller.name, caller.op) from None
+    shape = None
+    if k in f.arg_attr and "_output_shapes" in f.arg_attr[k].attr:
+        shapes = f.arg_attr[k].attr["_output_shapes"].list.shape
+        if len(shapes) == 1:
+            shape = tp.shape_from_proto(shapes[0])
+    return arg.name, dtype, shape
+
+
 def check_refs(nodes: list[Node]) -> dict[str, Node]:
     by_name = {n.name: n for n in nodes}
     if len(by_name) != len(nodes):
@@ -369,5 +467,5 @@ def _on_cycle(nodes: list[Node], by_name: dict[str, Node], left_out: set[str]) -
     return n
 
 
-__all__ = ["OP_ALIASES", "LIBRARY_FIELD", "REF", "Node", "Planner", "check_refs", "topological",
-           "error"]
+__all__ = ["OP_ALIASES", "LIBRARY_FIELD", "REF", "Node", "Planner", "FunctionBody",
+           "V1_CONTROL_FLOW", "check_refs", "topological", "error"]

@@ -11,7 +11,9 @@ exporter's writer, whose last node keeps the op's name):
 - ResourceSparseApplyAdagrad (graphflow sums duplicate rows first, TF's kernel not);
 - _ResourceSparseApplyAdam (TF 1.x's AdamOptimizer builds its sparse update from ops);
 - the internal ops of gradient graphs: _BatchIndexTuples, _StitchWinners,
-  _ScatterWinners, _ScatterMinMaxShares, _AssertEqual.
+  _ScatterWinners, _ScatterMinMaxShares, _AssertEqual;
+- If/StatelessIf/While/StatelessWhile: written as themselves, their gf.Functions as
+  FunctionDefs of the GraphDef's library (``tf_export_functions``).
 """
 from __future__ import annotations
 
@@ -524,7 +526,15 @@ def _shares(h: _Helpers, op: Operation, tuples: str, tensor_wins: str,
 
 
 #: graphflow op type -> writer of the TF nodes computing it (None: write it as is).
+def _lower_functional(w: _Writer, op: Operation) -> list[str]:
+    """If/While: the node, its functions into the GraphDef's library."""
+    from .tf_export_functions import write_functional
+    return write_functional(w, op)
+
+
 LOWERINGS: dict[str, Callable[[_Writer, Operation], list[str] | None]] = {
+    "If": _lower_functional, "StatelessIf": _lower_functional,
+    "While": _lower_functional, "StatelessWhile": _lower_functional,
     "GatherNd": _lower_gather_nd,
     "_BatchIndexTuples": _lower_batch_index_tuples,
     "_AssertEqual": _lower_assert_equal,
