@@ -22,7 +22,7 @@ from .functions import (FuncGraph, arguments_like, capture, finish, new_func_gra
 from .graph import Operation, Output
 from .registry import op_def
 from .scope import Scope
-from .shapes import TensorShape, as_shape, most_specific_compatible_shape
+from .shapes import TensorShape, as_shape, most_specific_compatible_shape, within_invariant
 
 
 # -- nested structures (lists, tuples, namedtuples, dicts), as tf.nest -------------------------
@@ -188,7 +188,7 @@ def _invariants(flat: list[Output], shape_invariants: Any, single: bool) -> list
         raise ValueError(f"shape_invariants has {len(shapes)} shapes for {len(flat)} loop "
                          f"variables: it must have the structure of loop_vars")
     for v, s in zip(flat, shapes):
-        if not _at_most(v.shape, s):
+        if not within_invariant(v.shape, s):
             raise ValueError(
                 f"The shape invariant specified for {v.name} is not compatible with the "
                 f"initial shape of the loop variable. It enters the loop with shape "
@@ -207,15 +207,6 @@ def _shapes_as_leaves(given: Any) -> Any:
         return TensorShape(list(given))
     return type(given)(_shapes_as_leaves(v) for v in given) if isinstance(
         given, (list, tuple)) else given
-
-
-def _at_most(shape: TensorShape, invariant: TensorShape) -> bool:
-    """TF's _ShapeLessThanOrEqual: ``shape`` is as specific as ``invariant`` or more."""
-    if invariant.rank is None:
-        return True
-    if shape.rank != invariant.rank:
-        return False
-    return all(b is None or a == b for a, b in zip(shape.dims, invariant.dims))
 
 
 def _counter_and_limit(scope: Scope, maximum_iterations: Any, node: str):
@@ -279,7 +270,7 @@ def _trace_body(scope, body, specs, structure, single, flat, node):
                             f"type {out.dtype} after 1 iteration. {var.name} type should "
                             f"remain constant.")
         invariant = specs[2 + k][1]
-        if not _at_most(out.shape, invariant):
+        if not within_invariant(out.shape, invariant):
             raise ValueError(
                 f"Input tensor `{var.name}` enters the loop with shape {invariant}, but has "
                 f"shape {out.shape} after one iteration. To allow the shape to vary across "

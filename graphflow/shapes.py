@@ -221,6 +221,15 @@ def most_specific_compatible_shape(a: TensorShape, b: TensorShape) -> TensorShap
     return TensorShape([x if x == y else None for x, y in zip(a.dims, b.dims)])
 
 
+def within_invariant(shape: TensorShape, invariant: TensorShape) -> bool:
+    """Whether ``shape`` is as specific as ``invariant`` or more (TensorFlow's
+    ``_ShapeLessThanOrEqual``): every value of ``shape`` has a shape ``invariant`` allows."""
+    if invariant.rank is None:
+        return True
+    return shape.rank == invariant.rank and all(
+        b is None or a == b for a, b in zip(shape.dims, invariant.dims))
+
+
 def as_shape(value) -> TensorShape:
     return value if isinstance(value, TensorShape) else TensorShape(value)
 

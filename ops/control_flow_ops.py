@@ -19,16 +19,16 @@ here (an UnimplementedError when the gradient is built).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from graphflow.dtypes import ALL_TYPES, int64
+from graphflow.dtypes import ALL_TYPES
 from graphflow.errors import InvalidArgumentError, OpError, UnimplementedError
 from graphflow.function_gradients import dense, differentiable, vjp_function
 from graphflow.registry import (FuncAttr, IntAttr, IntListAttr, ShapeListAttr, TypeAttr,
                                 TypeListAttr, register_op)
-from graphflow.shapes import TensorShape, most_specific_compatible_shape
+from graphflow.shapes import TensorShape, most_specific_compatible_shape, within_invariant
 
 _IF_ATTRS = {"Tcond": TypeAttr(ALL_TYPES), "Tin": TypeListAttr(), "Tout": TypeListAttr(),
              "then_branch": FuncAttr(), "else_branch": FuncAttr(),
@@ -179,7 +179,7 @@ class LoopRun:
         # hold for every value): only the others are checked, each iteration
         body = ctx.attrs["body"]
         self.checked = [(k, shape) for k, (out, shape) in enumerate(
-            zip(body.outputs, ctx.attrs["output_shapes"])) if not within(out.shape, shape)]
+            zip(body.outputs, ctx.attrs["output_shapes"])) if not within_invariant(out.shape, shape)]
         self.iteration = 0
 
     def proceed(self, values: list) -> bool:
@@ -202,14 +202,6 @@ class LoopRun:
                     f"which its shape invariant {shape} does not allow", self.node, "While")
         self.iteration += 1
         return new
-
-
-def within(shape: TensorShape, invariant: TensorShape) -> bool:
-    """Whether every value of static ``shape`` has a shape ``invariant`` allows."""
-    if invariant.rank is None:
-        return True
-    return shape.rank == invariant.rank and all(
-        b is None or a == b for a, b in zip(shape.dims, invariant.dims))
 
 
 def in_iteration(err: OpError, loop: str, iteration: int, role: str) -> OpError:
