@@ -144,14 +144,17 @@ _POOLED_BYTES = 1 << 16
 class KernelSpec:
     """What a plan knows of one node before it runs (a kernel's ``prepare`` reads it):
     its context, and per flat input the static shape, dtype and, for a constant of the
-    plan, the value. A shape-specialized plan knows the feeds' shapes too."""
+    plan, the value. A shape-specialized plan knows the feeds' shapes too. ``in_loop``:
+    the step is lowered into a compiled while loop (runtime/compiled_loops.py), where
+    even scalar arithmetic is worth compiling (a plain segment leaves it to Python)."""
 
-    __slots__ = ("ctx", "inputs", "outputs")
+    __slots__ = ("ctx", "inputs", "outputs", "in_loop")
 
-    def __init__(self, ctx: KernelContext, inputs, outputs):
+    def __init__(self, ctx: KernelContext, inputs, outputs, in_loop: bool = False):
         self.ctx = ctx
         self.inputs = tuple(inputs)    # Outputs, as the plan wires them
         self.outputs = tuple(outputs)
+        self.in_loop = in_loop
 
     @property
     def attrs(self) -> Mapping[str, Any]:

@@ -12,8 +12,13 @@ exception), so a process making failing calls would grow without bound. Where it
 kernel would fail, a lowering sets the segment's status ``{ok}`` to False and
 reads or writes nothing with the bad values (a gather gives zeros); the segment
 then declines and runs its steps one by one, whose kernels report the error in
-their own words. A lowering that writes a variable writes only while ``{ok}`` is
+their own words. A lowering may decline the same way where it cannot know the
+kernel's exact bits for this call's values (float Max over both signed zeros: numpy's
+vector loops return either): the steps then give them. A lowering that writes a variable writes only while ``{ok}`` is
 True: a segment ends with such a step, so nothing is written twice.
+
+The same lowerings make a compiled while loop (runtime/compiled_loops.py) when every
+step of a loop's cond and body has one; ``spec.in_loop`` is then True.
 """
 from __future__ import annotations
 

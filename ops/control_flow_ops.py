@@ -218,6 +218,11 @@ def in_iteration(err: OpError, loop: str, iteration: int, role: str) -> OpError:
 @While.kernel("cpu")
 @StatelessWhile.kernel("cpu")
 def _while_kernel(ctx, inputs):
+    compiled = _runner(ctx).compiled_loop(ctx.attrs["cond"], ctx.attrs["body"])
+    if compiled is not None:  # one compiled loop (runtime/compiled_loops.py), once it is
+        values = compiled.run(inputs)
+        if values is not None:
+            return values
     loop, values = LoopRun(ctx), list(inputs)
     while loop.proceed(values):
         values = loop.step(values)

@@ -167,7 +167,8 @@ CLAMPS = {"Relu": ((">", 0),), "Relu6": ((">", 0), ("<", 6))}
 
 def lower_elementwise(rule: ElementwiseRule, spec) -> Lowering | None:
     """One element-wise op inside a compiled segment (graphflow/lowering.py): a loop over
-    the elements, where every input has the output's static shape or holds one element."""
+    the elements, where every input has the output's static shape or holds one element
+    (all of them only inside a compiled loop: scalar arithmetic alone is Python's)."""
     shape = spec.output_shape(0)
     n_in = len(spec.inputs)
     if shape is None or n_in != rule.arity or len(spec.outputs) != 1:
@@ -178,8 +179,8 @@ def lower_elementwise(rule: ElementwiseRule, spec) -> Lowering | None:
             [*(spec.dtype(k) for k in range(n_in)), out_dtype], spec.attrs):
         return None
     ones = [math.prod(s) == 1 and len(s) <= len(shape) for s in shapes]
-    if any(not one and s != shape for s, one in zip(shapes, ones)) or all(ones) \
-            or not spec.small_output(shape, out_dtype):
+    if any(not one and s != shape for s, one in zip(shapes, ones)) \
+            or (all(ones) and not spec.in_loop) or not spec.small_output(shape, out_dtype):
         return None
     operands = [f"{{t}}x{k}[{0 if one else '{t}j'}]" for k, one in enumerate(ones)]
     element = rule.expression(out_dtype, operands, spec.dtype(0))

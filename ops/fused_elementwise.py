@@ -266,19 +266,50 @@ def _prepare_fused(spec):
     return lean
 
 
+def _lowered_shapes(spec):
+    """``(shape, scalars, broadcast)`` of a region a compiled segment may hold: static
+    shapes that broadcast to ``shape``, every output of that shape; ``scalars``: the
+    one-element inputs (read once), ``broadcast``: the inputs of another shape, which the
+    lowering expands first. A region of one-element inputs only is lowered inside a
+    compiled loop (its elements then count as full). None otherwise."""
+    program = spec.attrs["region"].program
+    n_in = len(program.inputs)
+    shapes = [spec.shape(i) for i in range(n_in)]
+    if any(s is None for s in shapes):
+        return None
+    try:
+        shape = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        return None  # the full kernel says so, per node
+    if any(spec.output_shape(m) != shape for m in range(len(spec.outputs))):
+        return None
+    ones = [math.prod(s) == 1 for s in shapes]
+    if all(ones):
+        return (shape, 0, ()) if spec.in_loop else None
+    scalars = sum(1 << k for k, one in enumerate(ones) if one)
+    if any(not (program.supports[n_in + i] & ~scalars) for i in program.outputs):
+        return None  # an output of one-element inputs only: the full kernel's shapes
+    broadcast = tuple(k for k, s in enumerate(shapes) if not ones[k] and tuple(s) != shape)
+    return shape, scalars, broadcast
+
+
 @FusedElementwise.lower("cpu")
 def _lower_fused(spec):
-    """The fast path's one call, for a small region with small outputs."""
-    static = _static_fast_path(spec)
+    """The fast path's one call, for a small region with small outputs; an input that
+    broadcasts is expanded first (small: the outputs are)."""
     program = spec.attrs["region"].program
+    static = _lowered_shapes(spec)
     if static is None or len(program.nodes) > MAX_LOWERED_NODES:
         return None
-    shape, scalars, out_dtypes = static
+    shape, scalars, broadcast = static
+    out_dtypes = tuple(np.dtype(program.nodes[i][1]) for i in program.outputs)
     if not all(spec.small_output(shape, d) for d in out_dtypes):
         return None
     outs = range(len(out_dtypes))
-    flat_in = "".join(f", np.ascontiguousarray({{i{k}}}).reshape(-1)"
-                      for k in range(len(spec.inputs)))
+    flat_in = "".join(
+        f", np.ascontiguousarray(np.broadcast_to({{i{k}}}, {shape_literal(shape)})).reshape(-1)"
+        if k in broadcast else f", np.ascontiguousarray({{i{k}}}).reshape(-1)"
+        for k in range(len(spec.inputs)))
     flat_out = "".join(f", {{o{m}}}.reshape(-1)" for m in outs)
     return Lowering(
         "".join(f"{{o{m}}} = np.empty({shape_literal(shape)}, {dtype_literal(d)})\n"

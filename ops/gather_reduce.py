@@ -28,11 +28,12 @@ import math
 import numpy as np
 
 from graphflow.dtypes import float32, float64
+from graphflow.lowering import Lowering, dtype_literal, shape_literal
 from graphflow.registry import IntAttr, TypeAttr, register_op
 
 from .fused_elementwise import member_kernel, node_error
 from .intra_op import run_in_chunks
-from .jit import kernel
+from .jit import jittable, kernel
 
 GatherScaleSum = register_op(
     "_GatherScaleSum",
@@ -187,16 +188,87 @@ def _scale_kind(scale, edges: int, inner: tuple, dtype):
     if not scale:
         return NONE, np.zeros((1, 1), dtype)
     (s,) = scale
-    rank = 1 + len(inner)
-    if s.dtype != dtype or s.ndim > rank:
+    if s.dtype != dtype:
         return None, None
-    if s.size == 1 and edges != 1:
-        return ONE, s.reshape(1, 1)
-    if s.shape == (edges,) + (1,) * len(inner) and len(inner) > 0:
-        return PER_EDGE, np.ascontiguousarray(s).reshape(edges, 1)
-    if s.shape == (edges,) + inner:
-        return FULL, np.ascontiguousarray(s).reshape(edges, math.prod(inner))
-    return None, None
+    kind = scale_kind_of(s.shape, edges, inner)
+    if kind is None:
+        return None, None
+    return kind, np.ascontiguousarray(s).reshape(_weights_shape(kind, edges, inner))
+
+
+def scale_kind_of(shape: tuple, edges: int, inner: tuple) -> int | None:
+    """The kind of a scale of ``shape`` (not NONE) for ``edges`` rows of ``inner``, or None
+    when the pass does not cover it."""
+    if len(shape) > 1 + len(inner):
+        return None
+    if math.prod(shape) == 1 and edges != 1:
+        return ONE
+    if tuple(shape) == (edges,) + (1,) * len(inner) and len(inner) > 0:
+        return PER_EDGE
+    if tuple(shape) == (edges,) + tuple(inner):
+        return FULL
+    return None
+
+
+def _weights_shape(kind: int, edges: int, inner: tuple) -> tuple:
+    """The 2-D shape the pass reads a scale of ``kind`` in."""
+    return {NONE: (1, 1), ONE: (1, 1), PER_EDGE: (edges, 1),
+            FULL: (edges, math.prod(inner))}[kind]
+
+
+# -- inside a compiled segment (graphflow/lowering.py) ----------------------------------------
+@GatherScaleSum.lower("cpu")
+def _lower_gather_scale_sum(spec) -> Lowering | None:
+    """The compiled pass with every shape static and ``size`` a constant, for what
+    :func:`_covered` covers (decided from the shapes); an id out of range (what the
+    members raise) sets the segment's status False and gives zeros."""
+    scales = spec.attrs["S"]
+    scatter = spec.attrs["reduce"] == "ScatterNd"
+    params, gather_ids = spec.shape(0), spec.shape(1)
+    segment_ids, size = spec.shape(2 + scales), spec.value(3 + scales)
+    dtype, out_shape = spec.dtype(0), spec.output_shape(0)
+    if params is None or gather_ids is None or segment_ids is None or size is None \
+            or out_shape is None or scales > 1 or not params or len(gather_ids) != 1 \
+            or dtype != np.dtype(spec.attrs["T"].as_numpy_dtype) or not jittable(dtype) \
+            or spec.dtype(1).kind not in "iu" or spec.dtype(2 + scales).kind not in "iu" \
+            or np.ndim(size) != (1 if scatter else 0):
+        return None
+    edges, inner = gather_ids[0], tuple(params[1:])
+    if tuple(segment_ids) != ((edges, 1) if scatter else (edges,)):
+        return None
+    if scatter:
+        if len(size) != 1 + len(inner) or tuple(int(d) for d in size[1:]) != inner:
+            return None
+        n = int(size[0])
+    else:
+        n = int(size)
+    kind = NONE
+    if scales:
+        if spec.dtype(2) != dtype or spec.shape(2) is None:
+            return None
+        kind = scale_kind_of(spec.shape(2), edges, inner)
+    width = math.prod(inner)
+    if kind is None or n < 0 or (n,) + inner != tuple(out_shape) \
+            or not spec.small_output(out_shape, dtype):
+        return None
+    literal = dtype_literal(dtype)
+    weights = f"np.zeros((1, 1), {literal})" if kind == NONE else \
+        f"np.ascontiguousarray({{i2}}).reshape({shape_literal(_weights_shape(kind, edges, inner))})"
+    return Lowering("\n".join([
+        f"{{t}}g = np.ascontiguousarray({{i1}}).reshape(-1)",
+        f"{{t}}ids = np.ascontiguousarray({{i{2 + scales}}}).reshape(-1)",
+        f"if {{first_bad}}({{t}}g, {params[0]}, False) >= 0 "
+        f"or {{first_bad}}({{t}}ids, {n}, {not scatter}) >= 0:",
+        "    {ok} = False",
+        f"    {{o0}} = np.zeros({shape_literal(out_shape)}, {literal})",
+        "else:",
+        f"    {{t}}starts, {{t}}order = {{bucket}}({{t}}ids, {n})",
+        f"    {{t}}out = np.empty(({n}, {width}), {literal})",
+        f"    {{sum_rows}}({{t}}out, np.ascontiguousarray({{i0}}).reshape(({params[0]}, {width})), "
+        f"{{t}}g, {weights}, {kind}, {{t}}starts, {{t}}order, 0, {n})",
+        f"    {{o0}} = {{t}}out.reshape({shape_literal(out_shape)})"]),
+        {"first_bad": _first_bad, "bucket": _bucket_by_segment, "sum_rows": _sum_rows},
+        weight=2)
 
 
 def _members_one_by_one(ctx):

@@ -7,6 +7,8 @@ carries a reduced gradient back to the shape of what was reduced.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from graphflow.builder import as_operand
@@ -14,9 +16,12 @@ from graphflow.dtypes import INDEX_TYPES, NON_STRING_TYPES, NUMBER_TYPES, int32
 from graphflow.errors import InvalidArgumentError
 from graphflow.graph import Output
 from graphflow.inference import constant_value
+from graphflow.lowering import Lowering, dtype_literal, shape_literal
 from graphflow.registry import BoolAttr, IntAttr, TypeAttr, register_op
 from graphflow.scope import Scope
 from graphflow.shapes import TensorShape, debug_string
+
+from .jit import jittable, kernel
 
 
 
@@ -145,6 +150,77 @@ def _prepare_sum(spec):
         add_reduce(x, axis=axes, dtype=dtype, keepdims=keep_dims, out=out)
         return out
     return lean
+
+
+# -- inside a compiled segment (graphflow/lowering.py) -------------------------------------------
+def static_reduction(spec, types: str) -> tuple | None:
+    """``(outer, n, inner, out_shape)`` of a reduction step whose input's shape is static,
+    whose dtype (its kind one of ``types``) numba compiles, whose axis is a constant naming
+    one contiguous run of dims (in any order) and whose output is small: the input seen as
+    ``[outer, n, inner]`` is reduced along its middle dim into ``[outer, inner]``, the
+    output's ``out_shape``. No axes: runs of one element. Else None."""
+    axis, shape, dtype, out_shape = spec.value(1), spec.shape(0), spec.dtype(0), \
+        spec.output_shape(0)
+    if axis is None or shape is None or out_shape is None or dtype.kind not in types \
+            or not jittable(dtype):
+        return None
+    try:
+        axes = reduction_axes(np.asarray(axis).reshape(-1).tolist(), len(shape))
+    except InvalidArgumentError:
+        return None  # the kernel raises it
+    if tuple(_reduced_dims(list(shape), axes, spec.attrs["keep_dims"])) != tuple(out_shape) \
+            or not spec.small_output(out_shape, dtype):
+        return None
+    run = sorted(axes)
+    if run and run[-1] - run[0] + 1 != len(run):
+        return None  # not one run of dims
+    lo, hi = (run[0], run[-1] + 1) if run else (len(shape), len(shape))
+    return (math.prod(shape[:lo]), math.prod(shape[lo:hi]), math.prod(shape[hi:]),
+            tuple(out_shape))
+
+
+def lower_rows(spec, static: tuple, fill: str, loop: str, functions: dict,
+               checked: bool = False) -> Lowering:
+    """The lines of a lowered reduction: the output filled with ``fill`` (a numba
+    expression) when it reduces runs of no element, else ``{fn}(x3, out2, ...)`` with the
+    arguments ``loop`` adds (``{fn}({t}x, {t}out{loop})``); ``checked``: the loop returns
+    False where the step cannot give its kernel's bits (the segment's status is then False:
+    its steps run one by one, the kernel gives them)."""
+    outer, n, inner, out_shape = static
+    dtype = dtype_literal(spec.dtype(0))
+    if n == 0:
+        return Lowering(f"{{o0}} = np.full({shape_literal(out_shape)}, {fill}, {dtype})")
+    call = f"{{fn}}({{t}}x, {{t}}out{loop})"
+    lines = [f"{{t}}x = np.ascontiguousarray({{i0}}).reshape(({outer}, {n}, {inner}))",
+             f"{{t}}out = np.zeros(({outer}, {inner}), {dtype})"]
+    lines += [f"if not {call}:", "    {ok} = False", "    {t}out[:] = 0"] if checked \
+        else [call]
+    lines.append(f"{{o0}} = {{t}}out.reshape({shape_literal(out_shape)})")
+    return Lowering("\n".join(lines), functions)
+
+
+@kernel
+def _wrapping_sum_rows(x, out):
+    """out[o, j] = the sum of x[o, :, j], wrapping as the integer dtype's (computed in
+    uint64, which wraps and is cast back; numba's signed sums may not wrap)."""
+    outer, n, inner = x.shape
+    for o in range(outer):
+        for j in range(inner):
+            acc = np.uint64(0)
+            for r in range(n):
+                acc += np.uint64(x[o, r, j])
+            out[o, j] = acc
+
+
+@Sum.lower("cpu")
+def _lower_sum(spec) -> Lowering | None:
+    """Integer Sum only: integer sums wrap, so any order gives the kernel's bits. A float
+    sum is numpy's pairwise summation, which a loop does not repeat bit for bit."""
+    static = static_reduction(spec, "iu")
+    if static is None or not reduction_axes(np.asarray(spec.value(1)).reshape(-1).tolist(),
+                                            len(spec.shape(0))):
+        return None  # nothing to reduce: the kernel forwards its input
+    return lower_rows(spec, static, "0", "", {"fn": _wrapping_sum_rows})
 
 
 def reduce_sum(self: Scope, input, axis=None, keep_dims: bool | None = None, *,

@@ -15,17 +15,20 @@
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from graphflow.dtypes import INDEX_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, bool_, int32
 from graphflow.errors import InvalidArgumentError
+from graphflow.lowering import Lowering, dtype_literal
 from graphflow.registry import BoolAttr, TypeAttr, register_op
 from graphflow.scope import Scope
 
-from .reduction_ops import _kept_dims_shape, _reduced_dims, check_reduction_axis, reduce_over, \
-    reduced_shape, reduction_axes, reduction_output, shape_of
+from .jit import kernel
+from .reduction_ops import _kept_dims_shape, _reduced_dims, check_reduction_axis, lower_rows, \
+    reduce_over, reduced_shape, reduction_axes, reduction_output, shape_of, static_reduction
 
 
 def _reduction(name: str, types, doc: str, aliases=()):
@@ -130,6 +133,133 @@ for _op, _reduce, _lowest in ((Max, np.max, True), (Min, np.min, False)):
             x, axis=axes, keepdims=keep, initial=_limit(x.dtype, _lowest))))
 Any.prepare("cpu")(_prepare_reduction(lambda x, axes, keep: np.any(x, axis=axes, keepdims=keep)))
 All.prepare("cpu")(_prepare_reduction(lambda x, axes, keep: np.all(x, axis=axes, keepdims=keep)))
+
+
+# -- inside a compiled segment (graphflow/lowering.py) -------------------------------------------
+# A float Max/Min's bits are numpy's only where they do not depend on its loops' order:
+# numpy's SIMD reductions return either zero of a run holding both, by lane (probed: no
+# rule of first or last holds), and its own quiet NaN for any NaN in a vector (a NaN of
+# other bits comes back as it is only from the scalar tail). So a lowered float Max/Min
+# computes the run's value where it is one value's bits (a largest non-zero, zeros of
+# one sign, NaNs all numpy's quiet NaN), and otherwise declines for that call: the
+# segment's status False, its steps run one by one and the kernel gives the bits.
+@kernel
+def _extremum_rows(x, out, largest):
+    """out[o, j] = the largest (``largest``) or smallest of x[o, :, j] (integers; n >= 1)."""
+    outer, n, inner = x.shape
+    for o in range(outer):
+        for j in range(inner):
+            acc = x[o, 0, j]
+            for r in range(1, n):
+                v = x[o, r, j]
+                if (v > acc) if largest else (v < acc):
+                    acc = v
+            out[o, j] = acc
+
+
+@kernel
+def _float_extremum_rows(x, out, bits, largest, nan_bits):
+    """As :func:`_extremum_rows` for floats, NaN winning (``bits``: x's bits as unsigned
+    integers); False where numpy's bits are not known: a NaN of bits other than
+    ``nan_bits`` in a run, or a zero result from a run holding zeros of both signs."""
+    outer, n, inner = x.shape
+    for o in range(outer):
+        for j in range(inner):
+            acc = x[o, 0, j]
+            nan = False
+            plus = False
+            minus = False
+            for r in range(n):
+                v = x[o, r, j]
+                if v != v:
+                    if bits[o, r, j] != nan_bits:
+                        return False
+                    nan = True
+                    acc = v
+                elif nan:
+                    continue
+                elif v == 0:
+                    if math.copysign(1.0, v) < 0:
+                        minus = True
+                    else:
+                        plus = True
+                if not nan and ((v > acc) if largest else (v < acc)):
+                    acc = v
+            if not nan and acc == 0 and plus and minus:
+                return False
+            out[o, j] = acc
+    return True
+
+
+@kernel
+def _logical_rows(x, out, any_):
+    """out[o, j] = any (``any_``) or all of the bools x[o, :, j]."""
+    outer, n, inner = x.shape
+    for o in range(outer):
+        for j in range(inner):
+            acc = not any_
+            for r in range(n):
+                if x[o, r, j] == any_:
+                    acc = any_
+                    break
+            out[o, j] = acc
+
+
+def _unsigned(dtype: np.dtype) -> np.dtype:
+    return np.dtype(f"u{dtype.itemsize}")
+
+
+@functools.cache
+def nan_rules() -> bool:
+    """Whether np.max and np.min, as Max's and Min's kernels call them, give numpy's own
+    quiet NaN (``np.array(np.nan, dtype)``) for every run holding it, at every position,
+    length and layout probed, for float32 and float64: what :func:`_float_extremum_rows`
+    assumes. Probed once per process, on first use."""
+    for dtype in (np.float32, np.float64):
+        nan = np.array(np.nan, dtype)
+        for reduce, lowest in ((np.max, True), (np.min, False)):
+            for n in (1, 2, 3, 7, 8, 16, 17, 31, 32, 33, 64, 65, 129):
+                for inner in (1, 2, 3, 16):
+                    x = np.linspace(-3, 3, 2 * n * inner).astype(dtype).reshape(2, n, inner)
+                    for at in sorted({0, n // 3, n // 2, n - 1}):
+                        y = x.copy()
+                        y[:, at, :] = nan
+                        got = reduce(y, axis=1, initial=_limit(y.dtype, lowest))
+                        if got.tobytes() != np.full(got.shape, nan).tobytes():
+                            return False
+    return True
+
+
+def _lower_extremum(spec, largest: bool) -> Lowering | None:
+    """Max / Min over a constant axis forming one run of dims (see ``static_reduction``)."""
+    static = static_reduction(spec, "iuf")
+    if static is None:
+        return None
+    dtype = spec.dtype(0)
+    if dtype.kind == "f":
+        if dtype.itemsize not in (4, 8) or not nan_rules():
+            return None
+        bits = dtype_literal(_unsigned(dtype))
+        nan_bits = int(np.array(np.nan, dtype).view(_unsigned(dtype)))
+        return lower_rows(spec, static, "-np.inf" if largest else "np.inf",
+                          f", {{t}}x.view({bits}), {largest}, {bits}({nan_bits})",
+                          {"fn": _float_extremum_rows}, checked=True)
+    limit = f"np.iinfo({dtype_literal(dtype)}).{'min' if largest else 'max'}"
+    return lower_rows(spec, static, limit, f", {largest}", {"fn": _extremum_rows})
+
+
+def _lower_logical(spec, any_: bool) -> Lowering | None:
+    """Any / All over a constant axis forming one run of dims."""
+    static = static_reduction(spec, "b")
+    if static is None:
+        return None
+    return lower_rows(spec, static, str(not any_), f", {any_}", {"fn": _logical_rows})
+
+
+Max.lower("cpu")(functools.partial(_lower_extremum, largest=True))
+Min.lower("cpu")(functools.partial(_lower_extremum, largest=False))
+Any.lower("cpu")(functools.partial(_lower_logical, any_=True))
+All.lower("cpu")(functools.partial(_lower_logical, any_=False))
 
 
 def _integer_mean(xp, x, axes, keep_dims: bool, count: int):

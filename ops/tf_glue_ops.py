@@ -16,8 +16,12 @@ from graphflow.errors import InvalidArgumentError, UnimplementedError
 from graphflow.indexed_slices import IndexedSlices
 from graphflow.registry import BoolAttr, IntAttr, TypeAttr, register_op
 from graphflow.inference import constant_value
+from graphflow.lowering import Lowering
 from graphflow.shapes import MAX_RANK, TensorShape, debug_string
 
+from . import scatter_loops
+from .cpu_index import checked_gather
+from .jit import jittable
 from .reduction_ops import check_reduction_axis, reduced_shape, reduction_output
 from .variable_ops import _variable_of
 
@@ -333,6 +337,27 @@ def _gather_v2(ctx, params, indices, axis):
     got = np.moveaxis(got, list(range(1, 1 + nj)), list(range(1 + rel, 1 + rel + nj)))
     out[...] = got.reshape(out_dims)
     return out
+
+
+@GatherV2.lower("cpu")
+def _lower_gather_v2(spec):
+    """GatherV2 along axis 0 (batch_dims 0) with static shapes: the rows at the indices,
+    every index checked against the row count first (a bad one, negative ones too: zeros
+    and the segment's status False; the kernel then raises)."""
+    params, indices, axis = spec.shape(0), spec.shape(1), spec.value(2)
+    dtype, out_shape = spec.dtype(0), spec.output_shape(0)
+    if params is None or indices is None or axis is None or out_shape is None \
+            or np.ndim(axis) != 0 or spec.attrs["batch_dims"] != 0 or not params \
+            or int(axis) not in (0, -len(params)) or math.prod(params) == 0 \
+            or tuple(indices) + tuple(params[1:]) != tuple(out_shape) \
+            or not jittable(dtype) or not spec.small_output(out_shape, dtype):
+        return None
+    rows, width = params[0], math.prod(params[1:])
+    return Lowering(
+        f"{{t}}f, {{t}}good = {{column}}(np.ascontiguousarray({{i1}}).reshape(-1), {rows})\n"
+        + checked_gather(f"np.ascontiguousarray({{i0}}).reshape(({rows}, {width}))",
+                         out_shape, dtype),
+        {"gather": scatter_loops.gathered_rows, "column": scatter_loops.located_rows})
 
 
 @GatherV2.gradient

@@ -83,7 +83,8 @@ class Plan:
             layout, self.preloaded = passes.preload_constants(layout)
         live = passes.liveness(layout)
         self.buffers = BufferPool()
-        functions = FunctionRunner(devices, config, forward_counter, resources)
+        # the branches and bodies its control-flow steps run (runtime/functions.py)
+        self.functions = functions = FunctionRunner(devices, config, forward_counter, resources)
         passes.attach_contexts(layout, live, config, forward_counter, self.buffers, resources,
                                functions)
 

@@ -41,12 +41,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from graphflow.kernel_context import KernelSpec
-from graphflow.lowering import Deferred, Lowering, shape_literal
+from graphflow.lowering import Lowering
 
-from ..ops.elementwise_table import COMPILED_DTYPES, type_aliases
 from ..ops.fused_elementwise import COMPILE_AFTER_CALLS, compiled_for
-from ..ops.jit import jittable, load_generated
+from ..ops.jit import load_generated
 from ..ops.variable_ops import handle_attrs
+from .lowered_source import NotLowerable, SourceWriter
 from .steps import CopyStep, KernelStep, Step
 
 log = logging.getLogger("graphflow.segments")
@@ -83,15 +83,16 @@ class SegmentPlan:
         return sorted([k for k, _ in self.lowered] + self.before)
 
 
-def lowering_of(step: Step) -> Lowering | None:
-    """The step's lowering, when it has one for what the plan knows."""
+def lowering_of(step: Step, in_loop: bool = False) -> Lowering | None:
+    """The step's lowering, when it has one for what the plan knows (``in_loop``: for a
+    compiled while loop, runtime/compiled_loops.py)."""
     if not isinstance(step, KernelStep) or step.device.device_type != "cpu" \
             or step.ctx is None or not getattr(step.ctx.config, "optimize", True):
         return None
     lower = step.op.op_def.lowerers.get("cpu")
     if lower is None:
         return None
-    lowered = lower(KernelSpec(step.ctx, step.values, step.op.outputs))
+    lowered = lower(KernelSpec(step.ctx, step.values, step.op.outputs, in_loop))
     if lowered is None:
         return None
     for i in lowered.variables:
@@ -171,7 +172,7 @@ class Segment:
                 return False
             try:
                 self._generate(*self._parts)
-            except _NotLowerable:  # a constant numba does not take: the steps it is
+            except NotLowerable:  # a constant numba does not take: the steps it is
                 self.broken = True
                 return False
             except Exception as e:  # noqa: BLE001 - a generator bug: run the steps
@@ -184,88 +185,37 @@ class Segment:
                   read_after: set[int]) -> None:
         """The segment's numba source and the Python function that calls it."""
         produced = found.produced
-        # names are given in order of appearance, so that segments of one structure
-        # (a repeated block of a graph) have one source: one compile, one cache entry
-        local: dict[int, str] = {}        # slot -> its name in the generated function
-        args: list[int] = []              # slots passed as arguments
-        constants: dict[str, np.ndarray] = {}  # name -> value (equal constants share one)
-        by_value: dict[tuple, str] = {}
-        variables: dict[str, tuple] = {}  # name -> (param, dtype, shape, resources)
-        body: list[str] = []
-        env: dict[str, Any] = {}
-        global_of: dict[int, str] = {}
-        bindings: list[str] = []
+        writer = SourceWriter()
+        local: dict[int, str] = {}   # slot -> its name in the generated function
+        args: list[int] = []         # slots passed as arguments
 
-        def value(slot: int) -> str:
+        def name_of(slot: int) -> str:
             name = local.get(slot)
-            if name is not None:
-                return name
-            if slot in preloaded and slot not in produced:
-                c = np.asarray(preloaded[slot])
-                key = (c.dtype.str, c.shape, c.tobytes()) if c.dtype != object else None
-                name = by_value.get(key) if key is not None else None
-                if name is None:
-                    name = f"v{len(local)}"
-                    constants[name] = c
-                    if key is not None:
-                        by_value[key] = name
-            else:
-                name = f"v{len(local)}"
-                if slot not in produced:
-                    args.append(slot)
-            local[slot] = name
+            if name is None:
+                if slot in preloaded and slot not in produced:
+                    name = writer.constant(preloaded[slot])
+                else:
+                    name = writer.fresh()
+                    if slot not in produced:
+                        args.append(slot)
+                local[slot] = name
             return name
 
-        for j, (k, lowered) in enumerate(found.lowered):
-            step = steps[k]
-            names: dict[str, str] = {"t": f"s{j}_", "ok": "ok"}
-            for i, slot in enumerate(step.flat_inputs):
-                if f"{{i{i}}}" not in lowered.source:
-                    continue  # an input the lowering does not read (a static shape)
-                if i in lowered.variables:
-                    dtype, shape, name = handle_attrs(step.values[i])
-                    if name not in variables:
-                        variables[name] = (f"var{len(variables)}",
-                                           np.dtype(dtype.as_numpy_dtype),
-                                           tuple(shape.as_list()), step.ctx.resources)
-                    names[f"i{i}"] = variables[name][0]
-                else:
-                    names[f"i{i}"] = value(slot)
-            for m, slot in enumerate(step.outputs):
-                names[f"o{m}"] = value(slot)
-            for key, fn in lowered.functions.items():
-                if isinstance(fn, Deferred):
-                    fn = fn.load()
-                global_name = global_of.get(id(fn))
-                if global_name is None:
-                    global_name = global_of[id(fn)] = f"g{len(global_of)}"
-                    env[global_name] = fn
-                    py = getattr(fn, "py_func", fn)
-                    bindings.append(f"# {global_name} = {py.__module__}.{py.__qualname__}")
-                names[key] = global_name
-            body += lowered.source.format(**names).splitlines()
-
-        if any(not jittable(c.dtype) for c in constants.values()):
-            raise _NotLowerable("a constant numba does not take")
+        body = [line for k, lowered in found.lowered
+                for line in writer.step_lines(steps[k], lowered, name_of)]
+        self.pools, unpack = writer.pools()
         self.outputs = [slot for k, _ in found.lowered for slot in steps[k].outputs
                         if slot in read_after]
         self.views = _outside_views(found, steps)
         self.args = args
         # locked in name order: two segments never wait on each other's variables
-        self.variables = sorted((name, *rest) for name, rest in variables.items())
-        self.pools, unpack = _pools(constants)
+        self.variables = sorted((name, *rest) for name, rest in writer.variables.items())
         params = [local[slot] for slot in args] + [param for _, param, *_ in self.variables] \
             + [f"pool{j}" for j in range(len(self.pools))]
         result = f"(ok, {''.join(f'{local[slot]}, ' for slot in self.outputs)})"
-        lines = ['"""A compiled segment generated by graphflow (runtime/segments.py)."""',
-                 "import numpy as np", "import numpy as _np",
-                 "from graphflow.ops.jit import kernel", *bindings, "",
-                 *type_aliases(COMPILED_DTYPES), "", "",
-                 "@kernel", f"def segment({', '.join(params)}):",
-                 *(f"    {line}" for line in ["ok = True", *unpack, *body]),
-                 f"    return {result}"]
-        self.source = "\n".join(lines) + "\n"
-        self.env = env
+        self.source = writer.module("A compiled segment (runtime/segments.py)", "segment",
+                                    params, ["ok = True", *unpack, *body, f"return {result}"])
+        self.env = writer.env
         self._runner = self._make_runner()
 
     def _make_runner(self):
@@ -311,7 +261,7 @@ class Segment:
             return None
         if self.fn is None:
             try:
-                self.fn = _loaded(self.source, self.env)
+                self.fn = load_segment_source(self.source, self.env)
             except Exception as e:  # noqa: BLE001 - a generator bug: run the steps
                 return self._give_up(e)
         args = [np.asarray(slots[s]) for s in self.args]
@@ -352,42 +302,19 @@ def _outside_views(found: SegmentPlan, steps: Sequence[Step]) -> set[int]:
             for slot in steps[k].outputs if from_outside(steps[k].flat_inputs[0])}
 
 
-class _NotLowerable(Exception):
-    pass
-
-
 _LOADED: dict[str, Any] = {}  # source -> its numba dispatcher, one per process
 _LOADED_LOCK = threading.Lock()
 
 
-def _loaded(source: str, env: dict) -> Any:
-    """The dispatcher of a segment's source: one per process, so that plans with the
-    same segment (a repeated block, a plan built again) share its compile."""
+def load_segment_source(source: str, env: dict, function: str = "segment") -> Any:
+    """The dispatcher of a generated segment's (or compiled loop's) source: one per
+    process, so that plans with the same segment (a repeated block, a plan built again)
+    share its compile."""
     with _LOADED_LOCK:
         fn = _LOADED.get(source)
         if fn is None:
-            fn = _LOADED[source] = load_generated(source, "segment", env)
+            fn = _LOADED[source] = load_generated(source, function, env)
         return fn
-
-
-def _pools(constants: dict[str, np.ndarray]) -> tuple[list[np.ndarray], list[str]]:
-    """The constants packed into one read-only array per dtype, and the lines that
-    unpack them (``name = pool{j}[a:b].reshape(shape)``)."""
-    by_dtype: dict[np.dtype, list[str]] = {}
-    for name, c in constants.items():
-        by_dtype.setdefault(c.dtype, []).append(name)
-    pools, lines = [], []
-    for j, (dtype, names) in enumerate(sorted(by_dtype.items(), key=lambda kv: str(kv[0]))):
-        pool = np.concatenate([constants[name].reshape(-1) for name in names])
-        pool.flags.writeable = False
-        pools.append(pool)
-        offset = 0
-        for name in names:
-            n = constants[name].size
-            lines.append(f"{name} = pool{j}[{offset}:{offset + n}]"
-                         f".reshape({shape_literal(constants[name].shape)})")
-            offset += n
-    return pools, lines
 
 
 def build_segments(steps: Sequence[Step], preloaded: dict, fetch_slots: Sequence,
