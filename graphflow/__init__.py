@@ -19,7 +19,12 @@ operators (graphflow.operators, once the op set is loaded) and Graph.to_dot.
 """
 from __future__ import annotations
 
-from . import errors, registry
+import pathlib as _pathlib
+
+from .checkout import find_layers_beside as _find_layers_beside
+
+_find_layers_beside(_pathlib.Path(__file__).resolve().parent)  # in a checkout: ops/, runtime/
+from . import errors, registry  # noqa: E402
 from .dtypes import (DType, as_dtype, bool_, complex64, complex128, float16, float32, float64,
                      int8, int16, int32, int64, string, uint8, uint16, uint32, uint64)
 from .graph import Graph, Operation, Output
