@@ -44,6 +44,9 @@ class FuncGraph(Graph):
         self.seed = outer.seed
         self.captures: dict[Output, Output] = {}    # outer tensor -> its placeholder here
         self.captured_from: dict[Output, Output] = {}  # and back
+        #: an argument holding a variable handle -> the handle it is called with (a gradient
+        #: function's copy of a body's handle input): its variable's dtype and shape
+        self.handle_sources: dict[Output, Output] = {}
         self.outer_controls: list[Operation] = []   # outer ops the traced code waited on
         self.stateful_ops: list[Operation] = []     # in creation order
 
@@ -93,10 +96,14 @@ def capture(graph: Graph, output: Output, op_def: "OpDef | None" = None,
 
 
 def outer_source(output: Output) -> Output:
-    """The tensor a capture placeholder stands for (through every enclosing function),
-    else ``output`` itself: what a shape function may look through (a variable's handle)."""
+    """The tensor a capture placeholder stands for (through every enclosing function;
+    for a handle argument of a gradient function, the handle it copies), else ``output``
+    itself: what a shape function may look through (a variable's handle)."""
     while True:
-        source = getattr(output.graph, "captured_from", {}).get(output)
+        graph = output.graph
+        source = getattr(graph, "captured_from", {}).get(output)
+        if source is None:
+            source = getattr(graph, "handle_sources", {}).get(output)
         if source is None:
             return output
         output = source

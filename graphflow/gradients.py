@@ -22,12 +22,14 @@ from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
 from .builder import as_operand
-from .dtypes import complex64, complex128, float16, float32, float64, int64
-from .errors import InternalError, InvalidArgumentError, UnimplementedError
+from .dtypes import DType, complex64, complex128, float16, float32, float64, int64, string
+from .errors import InternalError, InvalidArgumentError
+from .functions import outer_source
 from .graph import Graph, Operation, Output
 from .indexed_slices import IndexedSlices, concat_slices
 from .registry import NOT_DIFFERENTIABLE
 from .scope import Scope
+from .shapes import TensorShape
 from .traversal import reachable
 from .variables import Variable
 
@@ -39,6 +41,23 @@ Gradient = "Output | IndexedSlices | None"
 
 def is_differentiable(t: Output) -> bool:
     return t.dtype in DIFFERENTIABLE_TYPES
+
+
+def is_handle(t: Output) -> bool:
+    """A variable's handle (a VarHandleOp's, or a function's placeholder standing for
+    one): as an x, it stands for the variable's reads inside control flow (a loop body's,
+    a branch's), whose gradients the control-flow op's rule sums."""
+    return t.dtype == string and outer_source(t).op.type == "VarHandleOp"
+
+
+def variable_type(handle: Output) -> tuple[DType, TensorShape]:
+    """The dtype and shape of the variable behind ``handle`` (see :func:`is_handle`)."""
+    attrs = outer_source(handle).op.attrs
+    return attrs["dtype"], attrs["shape"]
+
+
+def _is_target(t: Output) -> bool:
+    return is_differentiable(t) or is_handle(t)
 
 
 class GradContext:
@@ -104,7 +123,7 @@ def _gradients(ys: Any, xs: Any, grad_ys: Any, stop_gradients: Any, name: str,
         walk.pending[y].append(grad_y)
     for op in sorted(walk.between, key=lambda o: o.position, reverse=True):
         walk.visit(op)
-    results = [walk.total(x, root) if is_differentiable(x) else None for x in xs]
+    results = [walk.total(x, root) if _is_target(x) else None for x in xs]
     return _per_x(root, targets, results)
 
 
@@ -112,7 +131,9 @@ def _resolve_xs(xs: Any) -> tuple[list, list[Output]]:
     """Per x the user passed, a Variable's reads (else None); and the flat list of tensors
     to differentiate against, a Variable standing for its reads."""
     given = xs if isinstance(xs, (list, tuple)) else [xs]
-    targets = [_variable_reads(x) if isinstance(x, Variable) else None for x in given]
+    targets = [variable_reads(x.handle, x.name) if isinstance(x, Variable)
+               else variable_reads(x, x.name) if isinstance(x, Output) and is_handle(x)
+               else None for x in given]
     flat = [t for x, reads in zip(given, targets)
             for t in (reads if reads is not None else _tensors(x, "xs"))]
     if not flat and not targets:
@@ -159,8 +180,8 @@ class _BackwardWalk:
     def visit(self, op: Operation) -> None:
         """Apply ``op``'s gradient rule when a gradient reached it and one is wanted."""
         # A held tensor still gets its own gradient (it may be an x); the walk stops there.
-        wanted = [i for i, t in enumerate(op.inputs) if is_differentiable(t) and (
-            (t.op in self.between and t not in self.held) or t in self.xs)]
+        wanted = [i for i, t in enumerate(op.inputs) if (is_differentiable(t) and (
+            t.op in self.between and t not in self.held)) or (t in self.xs and _is_target(t))]
         flowing = [o for o in op.outputs if is_differentiable(o) and o not in self.held]
         if not wanted or not any(o in self.pending for o in flowing):
             return
@@ -196,18 +217,16 @@ def _gradient_rule(op: Operation):
 
 
 # -- variables -------------------------------------------------------------------------------
-def _variable_reads(v: Variable) -> list[Output]:
-    """The Outputs through which a variable's value enters the graph: its dense reads
-    and its sparse reads (ResourceGather)."""
-    consumers = v.handle.consumers()
-    for c in consumers:
-        if _reads_inside_functions(c, v.handle):
-            raise UnimplementedError(
-                f"gradients: variable '{v.name}' is read inside the branch or loop body of "
-                f"'{c.name}' ({c.type}); gradients w.r.t. a variable read inside control flow "
-                f"are not supported yet. Read it before: `value = v.read()`, and use `value` "
-                f"in the function (it is captured, and differentiable)")
-    return [c.outputs[0] for c in consumers if c.type in ("ReadVariableOp", "ResourceGather")]
+def variable_reads(handle: Output, name: str) -> list[Output]:
+    """The Outputs through which the value of the variable behind ``handle`` enters the
+    graph: its dense reads, its sparse reads (ResourceGather), and ``handle`` itself when
+    a control-flow op reads the variable inside a branch or body (that op's gradient
+    rule then gives the gradient of those reads, w.r.t. the variable's value)."""
+    consumers = handle.consumers()
+    reads = [c.outputs[0] for c in consumers if c.type in ("ReadVariableOp", "ResourceGather")]
+    if any(_reads_inside_functions(c, handle) for c in consumers):
+        reads.append(handle)
+    return reads
 
 
 def _reads_inside_functions(op: Operation, handle: Output) -> bool:
@@ -253,7 +272,7 @@ def _gather_slices(scope: Scope, read: Output, grad) -> IndexedSlices:
     read (an IndexedSlices from a gather of the read) map through its ids; other
     IndexedSlices are densified first."""
     handle, indices = read.op.inputs
-    shape = handle.op.attrs["shape"].as_list()
+    shape = variable_type(handle)[1].as_list()
     s = scope.with_sub_scope(f"{read.op.name}_grad").beside(read)
     if isinstance(grad, IndexedSlices):
         if indices.shape.rank == 1:
@@ -360,7 +379,8 @@ def _sum_gradients(parts: list, t: Output, scope: Scope):
         return concat_slices(parts, scope.with_sub_scope("AggregateSlices"))
     dense = [p.as_output() if isinstance(p, IndexedSlices) else p for p in parts]
     add_n = getattr(scope, "add_n", None)
-    if add_n is not None and all(d.shape.is_compatible_with(t.shape) for d in dense):
+    like = dense[0] if is_handle(t) else t  # a handle's gradient has its variable's shape
+    if add_n is not None and all(d.shape.is_compatible_with(like.shape) for d in dense):
         return add_n(dense, name="AddN")
     total = dense[0]
     for d in dense[1:]:
@@ -382,16 +402,17 @@ def _check_rule_result(op: Operation, grads: Any) -> None:
         if is_differentiable(t) and g.dtype != t.dtype:
             raise InternalError(f"{where} returned a {g.dtype.name} gradient for input {i} "
                                 f"('{t.name}', {t.dtype.name})")
-        if isinstance(g, Output) and not g.shape.is_compatible_with(t.shape):
+        expected = variable_type(t)[1] if is_handle(t) else t.shape
+        if isinstance(g, Output) and not g.shape.is_compatible_with(expected):
             raise InternalError(f"{where} returned a gradient of shape {g.shape} for input "
-                                f"{i} ('{t.name}', shape {t.shape})")
+                                f"{i} ('{t.name}', shape {expected})")
 
 
 def _refine_shape(grad, t: Output, first_new_op: int) -> None:
     """The gradient of ``t`` has ``t``'s shape: the dims known of ``t`` become known of a
     gradient this call built (TensorFlow's set_shape), e.g. [?, 3] where a run-time Slice
     or ScatterNd inferred [?, ?]. Tensors from before the call (a fed grad_y) are left."""
-    if isinstance(grad, Output) and grad.op.position >= first_new_op:
+    if isinstance(grad, Output) and grad.op.position >= first_new_op and not is_handle(t):
         grad.shape = grad.shape.merge_with(t.shape)
 
 

@@ -25,7 +25,8 @@ import numpy as np
 
 from graphflow.dtypes import ALL_TYPES
 from graphflow.errors import InvalidArgumentError, OpError, UnimplementedError
-from graphflow.function_gradients import dense, differentiable, vjp_function
+from graphflow.function_gradients import (dense, differentiable, gradient_type, reads_variable,
+                                          vjp_function)
 from graphflow.registry import (FuncAttr, IntAttr, IntListAttr, ShapeListAttr, TypeAttr,
                                 TypeListAttr, register_op)
 from graphflow.shapes import TensorShape, most_specific_compatible_shape, within_invariant
@@ -135,9 +136,9 @@ def _recorded_shape(ctx):
 
 @_WhileGrad.shape_fn
 def _while_grad_shape(ctx):
-    """the shapes of the differentiated loop variables' initial values."""
-    initial = ctx.input("initial")
-    return [initial[k].shape for k in ctx.attr("differentiable")]
+    """the shapes of the differentiated loop variables' initial values (a variable's
+    handle: the variable's shape, as its dy)."""
+    return [dy.shape for dy in ctx.input("dys")]
 
 
 # -- kernels ----------------------------------------------------------------------------------
@@ -299,18 +300,21 @@ def _if_grad(g, *grads):
     """An If over the branches' vector-Jacobian functions: d(cond) is None."""
     op = g.op
     inputs = list(op.inputs[1:])
-    wrt = [k for k, x in enumerate(inputs) if differentiable(x.dtype)]
+    functions = [op.attrs["then_branch"], op.attrs["else_branch"]]
+    wrt = [k for k, x in enumerate(inputs) if differentiable(x.dtype)
+           or any(reads_variable(f, k) for f in functions)]
     outs = [k for k, o in enumerate(op.outputs) if differentiable(o.dtype)]
     dys = [dense(g.scope, grads[k], op.outputs[k]) for k in outs]
-    branches = [vjp_function(g.scope, op.attrs[b], wrt, outs, f"{op.name}/{b}")
-                for b in ("then_branch", "else_branch")]
     out = [None] * len(op.inputs)
     if not wrt or not outs:
         return out
+    branches = [vjp_function(g.scope, f, wrt, outs, f"{op.name}/{b}")
+                for f, b in zip(functions, ("then_branch", "else_branch"))]
+    types = [gradient_type(inputs[k]) for k in wrt]
     results = g.scope.create_op(
-        op.type, op.inputs[0], inputs + dys, Tout=[inputs[k].dtype for k in wrt],
+        op.type, op.inputs[0], inputs + dys, Tout=[t for t, _ in types],
         then_branch=branches[0], else_branch=branches[1],
-        output_shapes=[inputs[k].shape for k in wrt], name=f"{op.name}_grad")
+        output_shapes=[shape for _, shape in types], name=f"{op.name}_grad")
     for j, k in enumerate(wrt):
         out[1 + k] = results[j]
     return out
@@ -322,7 +326,7 @@ def _while_grad(g, *grads):
     types = list(op.attrs["T"])
     body = op.attrs["body"]
     initial = list(op.inputs)
-    wrt = [k for k, t in enumerate(types) if differentiable(t)]
+    wrt = [k for k, t in enumerate(types) if differentiable(t) or reads_variable(body, k)]
     if not wrt:
         return [None] * len(initial)
     recorded = [k for k, o in enumerate(body.outputs) if o is not body.inputs[k]]
@@ -333,7 +337,7 @@ def _while_grad(g, *grads):
         Thist=[types[k] for k in recorded], recorded=recorded, name=f"{op.name}_recorded")
     n = len(types)
     history, index = twin[n:n + len(recorded)], twin[n + len(recorded)]
-    dys = [dense(g.scope, grads[k], op.outputs[k]) for k in wrt]
+    dys = [dense(g.scope, grads[k], op.outputs[k], gradient_type(initial[k])) for k in wrt]
     vjp = vjp_function(g.scope, body, wrt, wrt, f"{op.name}/body")
     results = g.scope.create_op("_WhileGrad", initial, history, index, dys, vjp=vjp,
                                 recorded=recorded, differentiable=wrt, name=f"{op.name}_grad")

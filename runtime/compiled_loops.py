@@ -42,6 +42,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..ops.fused_elementwise import COMPILE_AFTER_CALLS, compiled_for
+from .codegen import GeneratedCode, numba_code
 from .lowered_source import NotLowerable, SourceWriter
 from .segments import enabled as segments_enabled
 from .segments import load_segment_source, lowering_of
@@ -109,6 +110,11 @@ class CompiledLoop:
         self.asked = 0
         self.runs = 0      # calls it ran compiled
         self.broken = False
+
+    @property
+    def code(self) -> list[GeneratedCode]:
+        """Its generated numba function, once generated."""
+        return numba_code("compiled loop (numba)", self.source, self.fn)
 
     def run(self, values: Sequence) -> list | None:
         """The loop's results, computed compiled, or None."""

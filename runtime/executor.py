@@ -29,6 +29,7 @@ from .parallel import ParallelRun
 from .pipeline import PlanIR, compile_ir, initial_ir, optimizing_passes, run_pipeline
 from .placer import place
 from .blas_threads import bound_blas_threads, run_blas_threads
+from .codegen import GeneratedCode, load_python
 from .run_modes import RunModes
 from .specialize import MAX_SIGHTINGS, MAX_SPECIALIZED, needs_specializing, specialize
 from .segments import build_segments
@@ -112,6 +113,7 @@ class Plan:
         self.runs = [s.run for s in self.steps]
         self.fetch_guards = _fetch_guards(self)
         self.segments: list = []  # compiled segments of a serial plan (runtime/segments.py)
+        self.serial_code: GeneratedCode | None = None  # the serial run's source, once made
         self._releases = live.releases
         self._serial = None if self.parallel else _straight_line(self, live.releases)
         self._serial_lock = threading.Lock()
@@ -171,6 +173,18 @@ class Plan:
                 plan._specializes = False
             self._specialized[key] = plan
             return plan
+
+    @property
+    def code(self) -> list:
+        """The code this plan generated so far, each a ``GeneratedCode`` (``str()`` prints
+        it): the serial run, its compiled segments' numba functions and callers, its
+        compiled loops (runtime/compiled_loops.py)."""
+        found = [] if self.serial_code is None else [self.serial_code]
+        for segment in self.segments:
+            found += segment.code
+        for loop in self.functions.compiled_loops():
+            found += loop.code
+        return found
 
     @property
     def specialized(self) -> dict:
@@ -347,8 +361,8 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
               "    except Exception as e:  # noqa: BLE001\n"
               "        raise node_error(steps[k], e) from e\n"
               + "".join(result))
-    exec(compile(source, "<graphflow plan>", "exec"), env)  # noqa: S102 - our own source
-    return env["run"]
+    run, plan.serial_code = load_python(source, "run", env, "plan")
+    return run
 
 
 def _fetch_guards(plan: Plan) -> tuple[list[int], list[tuple[int, int]]]:

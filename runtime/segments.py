@@ -46,6 +46,7 @@ from graphflow.lowering import Lowering
 from ..ops.fused_elementwise import COMPILE_AFTER_CALLS, compiled_for
 from ..ops.jit import load_generated
 from ..ops.variable_ops import handle_attrs
+from .codegen import GeneratedCode, load_python, numba_code
 from .lowered_source import NotLowerable, SourceWriter
 from .steps import CopyStep, KernelStep, Step
 
@@ -159,6 +160,13 @@ class Segment:
         self.asked = 0  # calls before it was compiled
         self.runs = 0   # calls it ran (not its steps one by one)
         self._runner = None
+        self.runner_code: GeneratedCode | None = None
+
+    @property
+    def code(self) -> list[GeneratedCode]:
+        """Its generated numba function and Python caller, once generated."""
+        found = numba_code("compiled segment (numba)", self.source, self.fn)
+        return found + ([self.runner_code] if self.runner_code is not None else [])
 
     def run(self, slots: list) -> bool:
         """Run the segment on the plan's slots (True), or decline (False). Its source is
@@ -251,8 +259,9 @@ class Segment:
             if slot in self.views:
                 lines.append(f"    out[{m}].flags.writeable = False")
         lines += ["    segment.runs += 1", "    return True"]
-        exec(compile("\n".join(lines) + "\n", "<graphflow segment>", "exec"), env)  # noqa: S102
-        return env["run"]
+        run, self.runner_code = load_python("\n".join(lines) + "\n", "run", env,
+                                            "segment caller")
+        return run
 
     def compiled(self, slots) -> Any:
         """The compiled function, once numba has it for these arguments (tiered: compiled

@@ -51,13 +51,20 @@ class KernelStep(Step):
 
     ctx: KernelContext | None = None
     values: list = field(default_factory=list)  # the flat inputs, as the plan wires them
+    _kernel: Callable | None = field(default=None, init=False, repr=False)
 
     def kernel(self) -> Callable:
         """The kernel function as this step calls it: with ``optimize``, the op's lean
         kernel when its ``prepare`` gives one for what the plan knows (static shapes,
         constants), else the registered kernel; bound to its device, a user op's kernel checked
         (:func:`checked_kernel`), and held to the memory limit
-        (graphflow/memory_limit.py). Needs the step's context."""
+        (graphflow/memory_limit.py). Built once (its ``prepare`` run once), when the
+        step's context is attached, and shared by every way the plan runs the step."""
+        if self._kernel is None:
+            self._kernel = self._build_kernel()
+        return self._kernel
+
+    def _build_kernel(self) -> Callable:
         op = self.op
         device_type = self.device.device_type
         registered = op.op_def.find_kernel(device_type, dict(op.attrs))

@@ -318,13 +318,69 @@ def test_gradient_through_a_variable_read_before_a_loop():
         np.testing.assert_allclose(sess.run(dv), [2.0, 4.0])
 
 
-def test_gradient_of_a_variable_read_inside_a_body_is_a_clear_error():
+def _variable_central_differences(sess, v, loss, value, eps=1e-6):
+    """d loss / d v by central differences, the variable assigned each probe."""
+    new = gf.Scope(v.handle.graph).placeholder(gf.float64, list(value.shape))
+    assign = v.assign(new)
+    grad = np.zeros_like(value)
+    for j in np.ndindex(value.shape):
+        probes = []
+        for sign in (1, -1):
+            probe = value.copy()
+            probe[j] += sign * eps
+            sess.run(assign, {new: probe})
+            probes.append(float(sess.run(loss)))
+        grad[j] = (probes[0] - probes[1]) / (2 * eps)
+    sess.run(assign, {new: value})
+    return grad
+
+
+def _reads_in_control_flow(s, v, x):
+    """A loop whose body reads ``v`` (twice: densely and rows by index), inside a cond
+    whose other branch reads it too, and a nested loop reading it."""
+    def body(i, a):
+        _, inner = s.while_loop(lambda j, z: j < 2, lambda j, z: (j + 1, s.tanh(z * v.read())),
+                                [0, a])
+        rows = s.resource_gather(v.handle, s.constant([1, 0, 1]), dtype=gf.float64)
+        return i + 1, inner * rows + x
+    looped = s.while_loop(lambda i, a: i < 3, body, [0, x], maximum_iterations=5)[1]
+    return s.reduce_sum(s.cond(s.reduce_sum(x) > 0, lambda: looped, lambda: looped * v.read()))
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_gradient_wrt_a_variable_read_inside_control_flow(sign):
     s = _scope()
-    v = s.variable(np.float32([1.0, 2.0]))
-    _, y = s.while_loop(lambda i, a: i < 2, lambda i, a: (i + 1, a * v.read()),
+    value = np.array([0.3, -0.8, 0.5])
+    v = s.variable(value.copy())
+    x = s.constant(sign * np.array([0.2, 0.4, -0.1]))
+    loss = _reads_in_control_flow(s, v, x)
+    dv, dx = gf.gradients(loss, [v, x])
+    with gf.Session(s.graph) as sess:
+        sess.run(v.initializer)
+        for _ in range(CALLS):
+            got = sess.run(dv)
+        want = _variable_central_differences(sess, v, loss, value)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+        assert sess.run(dx).shape == (3,)
+
+
+def test_gradient_wrt_a_variable_read_inside_a_body_matches_tensorflow():
+    tf = pytest.importorskip("tensorflow")
+    value = np.array([1.2, -0.5], np.float32)
+    tv = tf.Variable(value)
+    with tf.GradientTape() as tape:
+        _, ty = tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, tf.tanh(a * tv) + tv),
+                              (tf.constant(0), tf.ones(2)))
+        tloss = tf.reduce_sum(ty)
+    want = tape.gradient(tloss, tv).numpy()
+    s = _scope()
+    v = s.variable(value)
+    _, y = s.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, s.tanh(a * v.read()) + v.read()),
                         [0, s.constant(np.ones(2, F32))])
-    with pytest.raises(UnimplementedError, match="read inside"):
-        gf.gradients(s.reduce_sum(y), [v])
+    dv = gf.gradients(s.reduce_sum(y), [v])[0]
+    with gf.Session(s.graph) as sess:
+        sess.run(v.initializer)
+        np.testing.assert_allclose(sess.run(dv), want, rtol=1e-5)
 
 
 def test_gradient_of_a_body_with_effects_is_refused():
