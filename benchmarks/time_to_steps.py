@@ -1,11 +1,12 @@
 """Time to K steps: what a user's script waits for, not the steady state.
 
     python -m benchmarks.time_to_steps [--only W8,W10] [--ks 1,10,100,1000,5000]
-                                       [--budget-s 60] [--json PATH]
+                                       [--engines graphflow] [--budget-s 60] [--json PATH]
 
 Each (workload, engine) runs in a fresh interpreter: seconds from starting to build
 the graph (or, for a peer, its formulation) to K steps done, for each K, the
-engine's import timed apart. graphflow runs twice, with an empty kernel cache
+engine's import timed apart, and the longest call after the first (a compile
+stalling the caller). graphflow runs twice, with an empty kernel cache
 (cold: numba compiles) and with the cache the cold run left (warm); the peers (JAX
 jit, tf.function, TF 1.x Session, PyTorch, where installed) as they come. A run stops
 at the first K past ``--budget-s`` seconds (that K and the later ones read "-").
@@ -55,15 +56,20 @@ else:
     if form.compiled:
         fn = peer._compile(fn)
     step = peer._runner(fn, peer._place(case.peer_inputs))
-done, times = 0, {}
+done, times, slowest, slowest_at = 0, {}, 0.0, 0
 for k in ks:
     while done < k:
+        t = time.perf_counter()
         step()
+        took = time.perf_counter() - t
         done += 1
+        if done > 1 and took > slowest:  # the longest call after the first: a stall
+            slowest, slowest_at = took, done
     times[k] = time.perf_counter() - start
     if times[k] > budget:
         break
-print(json.dumps({"status": "ok", "import_s": imported, "times": times}))
+print(json.dumps({"status": "ok", "import_s": imported, "times": times,
+                  "slowest_call_ms": 1e3 * slowest, "slowest_call": slowest_at}))
 '''
 
 
@@ -87,14 +93,15 @@ def _environment(threads: int, cache: str) -> dict:
     return env
 
 
-def measure(workloads, ks, budget: float, threads: int) -> dict:
-    """{workload: {engine: result}} for every engine."""
+def measure(workloads, ks, budget: float, threads: int, engines=ENGINES) -> dict:
+    """{workload: {engine: result}} for every engine (graphflow's warm run needs its cold
+    run before it: the cache it fills)."""
     results: dict = {}
     for workload in workloads:
         with tempfile.TemporaryDirectory(prefix="graphflow-tts-") as cache:
             env = _environment(threads, cache)
             row = results[workload] = {}
-            for engine in ENGINES:
+            for engine in engines:
                 key = "graphflow" if engine.startswith("graphflow") else engine
                 row[engine] = run_child(workload, key, list(ks), budget, env)
                 print(f"{workload} {engine}: {_cells(row[engine], ks)}", file=sys.stderr)
@@ -110,12 +117,17 @@ def _cells(result: dict, ks) -> str:
 
 def table(results: dict, ks) -> str:
     """The Markdown table: seconds from building to K steps done, import apart."""
-    lines = ["| work | engine | import s | " + " | ".join(f"K={k}" for k in ks) + " |",
-             "|---|---|---|" + "---|" * len(ks)]
+    lines = ["| work | engine | import s | " + " | ".join(f"K={k}" for k in ks)
+             + " | longest call after the 1st, ms (call) |",
+             "|---|---|---|" + "---|" * len(ks) + "---|"]
     for workload, row in results.items():
         for engine, result in row.items():
-            imported = f"{result['import_s']:.2f}" if result.get("status") == "ok" else "-"
-            lines.append(f"| {workload} | {engine} | {imported} | {_cells(result, ks)} |")
+            ok = result.get("status") == "ok"
+            imported = f"{result['import_s']:.2f}" if ok else "-"
+            slowest = f"{result['slowest_call_ms']:.1f} ({result['slowest_call']})" \
+                if ok and "slowest_call_ms" in result else "-"
+            lines.append(f"| {workload} | {engine} | {imported} | {_cells(result, ks)} | "
+                         f"{slowest} |")
     return "\n".join(lines)
 
 
@@ -124,11 +136,16 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default=",".join(WORKLOADS))
     parser.add_argument("--ks", default=",".join(map(str, KS)))
     parser.add_argument("--budget-s", type=float, default=60.0)
+    parser.add_argument("--engines", default="all",
+                        help="'graphflow' (cold and warm) or a comma list of: "
+                        + ", ".join(ENGINES))
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.ks.split(",")]
     threads = int(os.environ.get("GRAPHFLOW_BENCH_THREADS", os.cpu_count() or 1))
-    results = measure(args.only.split(","), ks, args.budget_s, threads)
+    engines = ENGINES if args.engines == "all" else ENGINES[:2] if args.engines == "graphflow" \
+        else tuple(e for e in ENGINES if e in args.engines.split(","))
+    results = measure(args.only.split(","), ks, args.budget_s, threads, engines)
     print(table(results, ks))
     if args.json:
         with open(args.json, "w") as f:

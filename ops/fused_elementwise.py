@@ -38,6 +38,8 @@ from graphflow.lowering import Deferred, Lowering, dtype_literal, shape_literal
 from graphflow.memory_limit import limit_outputs
 from graphflow.registry import IntAttr, TypeAttr, register_op
 
+from .compile_worker import compile_elsewhere
+
 FusedElementwise = register_op(
     "_FusedElementwise",
     inputs=["inputs: N * T"],
@@ -363,6 +365,10 @@ def compiled_for(fn, args: tuple, asked_before: int = 0) -> bool:
 
 
 def _compile(fn, signature) -> bool:
+    """On the background thread: a generated kernel compiled by the compile worker
+    (ops/compile_worker.py) and loaded from the disk cache, its GIL-holding compile away
+    from the caller's threads; any other here."""
+    compile_elsewhere(fn, signature)
     try:
         fn.compile(signature)
     except Exception as e:  # noqa: BLE001 - the foreground call reports it

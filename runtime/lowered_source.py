@@ -85,7 +85,7 @@ class SourceWriter:
             name = self._global_of[id(fn)] = f"g{len(self._global_of)}"
             self.env[name] = fn
             py = getattr(fn, "py_func", fn)
-            self.bindings.append(f"# {name} = {py.__module__}.{py.__qualname__}")
+            self.bindings.append(f"# {name} = {py.__module__}:{py.__qualname__}")
         return name
 
     def pools(self) -> tuple[list[np.ndarray], list[str]]:
