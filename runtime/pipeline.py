@@ -81,6 +81,7 @@ def substitute(ir: PlanIR, new: Mapping[Output, Output], roots: Sequence[Output]
         if not any(op.control_inputs for op in removed):
             return PlanIR(fetches, ir.feeds, tuple(ops), subst, roots)
         refused = False
+        waiting: dict[Operation, list[Operation]] = {}  # plan node -> what it must wait on
         for source, target in list(new.items()):
             waits = _waits(ir, source.op, removed)
             if not waits:
@@ -90,9 +91,23 @@ def substitute(ir: PlanIR, new: Mapping[Output, Output], roots: Sequence[Output]
                 del new[source]
                 refused = True
             else:
-                node.control_inputs = tuple(dict.fromkeys((*node.control_inputs, *waits)))
+                waiting.setdefault(node, []).extend(waits)
         if not refused:
+            for node, waits in waiting.items():  # nodes are values: a copy waits too
+                new.update(zip(node.outputs, with_controls(node, waits).outputs))
+            subst = _chained({**ir.subst, **new})
+            fetches = tuple(subst.get(f, f) if isinstance(f, Output) else f for f in ir.fetches)
+            targets = fetches + tuple(subst.get(r, r) for r in roots)
             return PlanIR(fetches, ir.feeds, tuple(prune(targets, ir.fed, subst)), subst, roots)
+
+
+def with_controls(node: Operation, waits: Sequence[Operation]) -> Operation:
+    """A copy of plan node ``node`` that also waits on ``waits`` (a plan never changes a
+    node, its own or the user's: a rewrite makes a new one)."""
+    controls = tuple(dict.fromkeys((*node.control_inputs, *waits)))
+    return Operation.stand_in(node, node.op_def, node.inputs, node.arg_lengths, node.attrs,
+                              [(o.dtype, o.shape) for o in node.outputs], name=node.name,
+                              control_inputs=controls)
 
 
 def in_graph(op: Operation) -> bool:

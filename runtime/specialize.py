@@ -47,21 +47,19 @@ def specialize(ir: PlanIR, shapes: Sequence[tuple]) -> PlanIR | None:
     refuses them (the general plan then reports the error when it runs)."""
     clone_of: dict[Operation, Operation] = {}
     subst: dict[Output, Output] = {}
-    feeds = list(ir.feeds)
-    for k, (feed, shape) in enumerate(zip(ir.feeds, shapes)):
+    refined: dict[Operation, list[TensorShape]] = {}  # a fed op -> its outputs' shapes
+    for feed, shape in zip(ir.feeds, shapes):
         if feed.shape.is_fully_defined():
             continue
         try:
-            refined = TensorShape(list(shape)).merge_with(feed.shape)
+            known = TensorShape(list(shape)).merge_with(feed.shape)
         except ValueError:
             return None
-        op = clone_of.get(feed.op) or _clone(feed.op, feed.op.inputs, feed.op.control_inputs,
-                                             [o.shape for o in feed.op.outputs])
-        clone_of[feed.op] = op
-        op.outputs = tuple(Output(op, o.index, o.dtype, refined if o.index == feed.index
-                                  else o.shape) for o in op.outputs)
-        feeds[k] = op.outputs[feed.index]
-        subst[feed] = feeds[k]
+        refined.setdefault(feed.op, [o.shape for o in feed.op.outputs])[feed.index] = known
+    for op, op_shapes in refined.items():
+        clone_of[op] = _clone(op, op.inputs, op.control_inputs, op_shapes)
+    feeds = [clone_of[f.op].outputs[f.index] if f.op in clone_of else f for f in ir.feeds]
+    subst.update((f, new) for f, new in zip(ir.feeds, feeds) if new is not f)
     fed = set(ir.feeds)
     for op in ir.ops:
         if op in clone_of:
@@ -71,12 +69,12 @@ def specialize(ir: PlanIR, shapes: Sequence[tuple]) -> PlanIR | None:
         if all(a is b for a, b in zip(inputs, op.inputs)) and \
                 all(a is b for a, b in zip(controls, op.control_inputs)):
             continue
-        clone = _clone(op, inputs, controls, [o.shape for o in op.outputs])
+        probe = _clone(op, inputs, controls, [o.shape for o in op.outputs])
         try:
-            inferred = _infer_shapes(op.op_def, op.name, clone.grouped_inputs(),
+            inferred = _infer_shapes(op.op_def, op.name, probe.grouped_inputs(),
                                      dict(op.attrs), len(op.outputs))
-            clone.outputs = tuple(Output(clone, o.index, o.dtype, new.merge_with(o.shape))
-                                  for o, new in zip(op.outputs, inferred))
+            clone = _clone(op, inputs, controls, [new.merge_with(o.shape)
+                                                  for o, new in zip(op.outputs, inferred)])
         except (OpError, ValueError, TypeError):
             return None
         clone_of[op] = clone

@@ -302,8 +302,8 @@ def test_gather_scale_sum_every_scale_kind():
     cases = [(kind, "UnsortedSegmentSum") for kind in KINDS]  # ScatterNd: the test below
     feeds = _edges()
     outcomes, source = _check(_message_passing(cases), [feeds])
-    assert source.count("gather_reduce._sum_rows") == 1  # one binding for every fused node
-    assert source.count("{g}(".format(g=source.split("gather_reduce._sum_rows")[0]
+    assert source.count("gather_reduce:_sum_rows") == 1  # one binding for every fused node
+    assert source.count("{g}(".format(g=source.split("gather_reduce:_sum_rows")[0]
                                       .rsplit("# ", 1)[1].split(" ")[0])) == len(cases)
     assert _bits(outcomes[0][1]) == _bits([_want(kind, feeds) for kind, _ in cases])
 
@@ -321,7 +321,7 @@ def test_gather_scale_sum_bad_ids(reduce):
     unsorted = reduce == "UnsortedSegmentSum"
     outcomes, source = _check(_message_passing([("per_edge", reduce)]), sets,
                               ran=[True, False, False, unsorted, True])
-    assert "gather_reduce._sum_rows" in source  # the fused node ran in the segment
+    assert "gather_reduce:_sum_rows" in source  # the fused node ran in the segment
     assert [kind for kind, _ in outcomes] == ["ok", "error", "error",
                                               "ok" if unsorted else "error", "ok"]
     assert _bits(outcomes[0][1]) == _bits([_want("per_edge", feeds)])
