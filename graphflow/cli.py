@@ -72,6 +72,17 @@ def _cmd_show(args: argparse.Namespace) -> None:
 # -- inspect -------------------------------------------------------------------------
 def _cmd_inspect(args: argparse.Namespace) -> None:
     graph = _load(args.graph)
+    if args.after:
+        from .runtime import inspection
+        if args.after == "list":
+            print("\n".join(inspection.stage_names(graph)))
+            return
+        try:
+            print(inspection.after(graph, args.after))
+        except KeyError:
+            raise UsageError(f"--after: no plan pass named '{args.after}'; there are "
+                             f"{', '.join(inspection.stage_names(graph))}") from None
+        return
     rows = [("NAME", "TYPE", "OUTPUTS", "INPUTS", "DEVICE")]
     for op in graph.operations():
         outs = ", ".join(f"{o.dtype.name} {o.shape}" for o in op.outputs) or "-"
@@ -496,6 +507,11 @@ def _add_inspect(verbs) -> None:
     inspect = verbs.add_parser("inspect", help="list a graph's nodes, types, dtypes and shapes, "
                                "and the element-wise regions a plan fuses")
     inspect.add_argument("graph", metavar="GRAPH", help=_GRAPH_HELP)
+    inspect.add_argument("--after", metavar="PASS",
+                         help="print the plan IR a CPU Session compiles (every output no node "
+                              "reads fetched, Placeholders fed) after the plan pass PASS (a part "
+                              "of its name will do: fuse, fold), 'initial', or 'segments' (the "
+                              "compiled segments of the built plan); 'list' names them")
     inspect.set_defaults(func=_cmd_inspect, parser=inspect)
 
 

@@ -223,7 +223,7 @@ def variable_reads(handle: Output, name: str) -> list[Output]:
     a control-flow op reads the variable inside a branch or body (that op's gradient
     rule then gives the gradient of those reads, w.r.t. the variable's value)."""
     consumers = handle.consumers()
-    reads = [c.outputs[0] for c in consumers if c.type in ("ReadVariableOp", "ResourceGather")]
+    reads = [c.outputs[0] for c in consumers if c.op_def.reads_variable]
     if any(_reads_inside_functions(c, handle) for c in consumers):
         reads.append(handle)
     return reads
@@ -240,7 +240,7 @@ def _reads_inside_functions(op: Operation, handle: Output) -> bool:
         for k in positions:
             inner = f.inputs[k + offset] if 0 <= k + offset < len(f.inputs) else None
             if inner is not None and any(
-                    c.type in ("ReadVariableOp", "ResourceGather") or
+                    c.op_def.reads_variable or
                     _reads_inside_functions(c, inner) for c in inner.consumers()):
                 return True
     return False

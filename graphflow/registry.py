@@ -391,6 +391,15 @@ class OpDef:
     lowerers: dict[str, Callable] = field(default_factory=dict)  # device type -> lower
     elementwise: Any = None  # its element-wise trait (ops/elementwise_table.py), if any
     uses_blas: bool = False  # its CPU kernel calls BLAS (runtime/blas_threads.py bounds it)
+    #: its outputs depend on its first input's shape and dtype only (Shape, ZerosLike):
+    #: constant folding computes them from a static shape (runtime/folding.py)
+    shape_only: bool = False
+    #: its kernel reads no input value and never fails (Const, VarHandleOp): a compiled
+    #: segment runs it before itself instead of ending there (runtime/segments.py)
+    hoistable: bool = False
+    #: it reads the value of the variable its first input is the handle of (a dense or a
+    #: sparse read): what a gradient w.r.t. that variable sums over (graphflow/gradients.py)
+    reads_variable: bool = False
 
     # derived at registration
     inferred_attrs: frozenset = frozenset()

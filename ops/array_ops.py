@@ -10,7 +10,7 @@ from graphflow.dtypes import FLOAT_TYPES, INDEX_TYPES, NON_STRING_TYPES, \
 from graphflow.errors import InvalidArgumentError
 from graphflow.inference import EMPTY_BOUNDS, bounds_rule, constant_value, value_bounds
 from graphflow.registry import BoolAttr, IntAttr, IntListAttr, ShapeAttr, TensorAttr, TypeAttr, \
-    register_op
+    op_def, register_op
 from graphflow.shapes import TensorShape, debug_string
 
 from .cpu_index import lower_view
@@ -742,3 +742,8 @@ StopGradient.shape_fn(same_shape_as("input"))
 StopGradient.kernel("cpu")(_identity)
 StopGradient.kernel("gpu", T=NON_STRING_TYPES)(_identity)
 StopGradient.not_differentiable()
+
+
+for _name in ("Shape", "Size", "Rank", "ZerosLike", "OnesLike"):
+    op_def(_name).shape_only = True  # folded from a static shape (runtime/folding.py)
+op_def("Const").hoistable = True

@@ -562,3 +562,6 @@ for _op in (ResourceApplyAdagrad, ResourceSparseApplyAdagrad):
 # reads have no effect: a gradient that recomputes a branch or loop body may run them again
 for _read in (VarHandleOp, ReadVariableOp, ResourceGather):
     _read.idempotent = True
+for _read in (ReadVariableOp, ResourceGather):
+    _read.reads_variable = True  # a gradient w.r.t. the variable sums over these
+VarHandleOp.hoistable = True  # no value read, never fails: before a segment, not ending it

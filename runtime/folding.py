@@ -33,8 +33,6 @@ MAX_FOLDED_BYTES = 1 << 20
 
 _NEVER = frozenset({"Const", "Placeholder"})
 
-#: Ops whose outputs depend on their input's shape and dtype only.
-SHAPE_ONLY = frozenset({"Shape", "Size", "Rank", "ZerosLike", "OnesLike"})
 
 
 def fold_constants(ops: list[Operation], fed: Collection[Output], subst: dict[Output, Output],
@@ -58,7 +56,7 @@ def fold_constants(ops: list[Operation], fed: Collection[Output], subst: dict[Ou
                 or any(o in fed for o in op.outputs):
             continue
         inputs = [subst.get(i, i) for i in op.inputs]
-        if op.type in SHAPE_ONLY and inputs[0] not in values:
+        if op.op_def.shape_only and inputs[0] not in values:
             args = _shape_stand_in(inputs[0])
             if args is None:
                 continue

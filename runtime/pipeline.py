@@ -15,13 +15,15 @@ substitute's readers.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from graphflow.errors import InternalError
 from graphflow.graph import Operation, Output
 
 from . import control_flow, folding, fusion, gather_reduce, partition_stitch, simplify
-from .passes import prune
+from .passes import control_targets, prune
 
 
 @dataclass(frozen=True)
@@ -143,9 +145,84 @@ def _chained(subst: Mapping[Output, Output]) -> dict[Output, Output]:
 
 
 def run_pipeline(ir: PlanIR, passes: Sequence[Pass]) -> PlanIR:
+    """``ir`` after each pass in turn; with ``GRAPHFLOW_CHECK_PASSES=1`` (the tests') the
+    IR's invariants are checked after every pass (:func:`check_ir`)."""
+    for _, ir in stages(ir, passes):
+        pass
+    return ir
+
+
+def stages(ir: PlanIR, passes: Sequence[Pass]):
+    """``(pass name, IR after it)`` for each pass: what ``graphflow inspect --after``
+    shows."""
+    checking = os.environ.get("GRAPHFLOW_CHECK_PASSES") == "1"
+    graph_before = _graph_fingerprint(ir) if checking else None
     for p in passes:
         ir = p(ir)
-    return ir
+        if checking:
+            check_ir(ir, p.__name__, graph_before)
+        yield p.__name__, ir
+
+
+def check_ir(ir: PlanIR, after: str, graph_before=None) -> None:
+    """The invariants every pass keeps, an InternalError naming the pass that broke one:
+    each op once, after the ops its inputs and control inputs need (the order a serial
+    plan runs), substitutes collapsed and never of a feed, every fetch computed or fed,
+    and the user's graph as it was (``graph_before``: :func:`_graph_fingerprint`)."""
+    def broken(what: str):
+        raise InternalError(f"the plan pass '{after}' broke an invariant of the plan IR: {what}")
+
+    order = {op: k for k, op in enumerate(ir.ops)}
+    if len(order) != len(ir.ops):
+        broken("an op is listed twice")
+    fed = ir.fed
+    for op, k in order.items():
+        for x in op.inputs:
+            x = ir.resolve(x)
+            if x not in fed and order.get(x.op, k) >= k:
+                broken(f"'{op.name}' reads '{x.name}', which no earlier op computes")
+        for c in op.control_inputs:
+            if any(order.get(t, k) >= k for t in control_targets(c, dict(ir.subst), fed)):
+                broken(f"'{op.name}' waits on '{c.name}', which does not run before it")
+    for source, target in ir.subst.items():
+        if target in ir.subst or source in fed:
+            broken(f"the substitute of '{source.name}' is not final, or replaces a feed")
+    for f in ir.targets:
+        if isinstance(f, Output) and f not in fed and (f in ir.subst or f.op not in order):
+            broken(f"'{f.name}' is fetched but not computed")
+    if graph_before is not None:
+        now = _graph_fingerprint(ir)
+        changed = [a[0].name for a, b in zip(graph_before, now) if a != b]
+        if changed or len(now) != len(graph_before):
+            added = [entry[0].name for entry in now[len(graph_before):]]
+            broken(f"it changed the user's graph: {changed or ('added ' + ', '.join(added))}")
+
+
+def _graph_fingerprint(ir: PlanIR) -> list:
+    """What a pass must not change of the user's graph: each node's inputs, control
+    inputs, attrs and output shapes."""
+    graph = next((x.graph for x in (*ir.ops, *ir.feeds, *ir.fetches)), None)
+    if graph is None:
+        return []
+    return [(op, op.inputs, op.control_inputs, tuple(op.attrs.items()),
+             tuple(o.shape.as_list() if o.shape.rank is not None else None for o in op.outputs))
+            for op in graph.operations()]
+
+
+def describe(ir: PlanIR) -> str:
+    """The IR as text, one op a line: name, type, outputs, inputs as the plan wires them
+    (a substitute's name where a rewrite replaced a value), control inputs."""
+    rows = [("NAME", "TYPE", "OUTPUTS", "INPUTS")]
+    for op in ir.ops:
+        outs = ", ".join(f"{o.dtype.name} {o.shape}" for o in op.outputs) or "-"
+        ins = [ir.resolve(i).name for i in op.inputs] + [f"^{c.name}" for c in op.control_inputs]
+        rows.append((op.name, op.type, outs, ", ".join(ins) or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1]
+             for row in rows]
+    fetched = ", ".join(f.name if isinstance(f, Output) else f"^{f.name}" for f in ir.fetches)
+    lines.append(f"{len(ir.ops)} ops; fetches: {fetched or '-'}; {len(ir.subst)} substitutes")
+    return "\n".join(lines)
 
 
 def until_stable(*passes: Pass, rounds: int = 4) -> Pass:
@@ -153,7 +230,7 @@ def until_stable(*passes: Pass, rounds: int = 4) -> Pass:
     def run(ir: PlanIR) -> PlanIR:
         for _ in range(rounds):
             before = ir
-            ir = run_pipeline(ir, passes)
+            ir = run_pipeline(ir, passes)  # each checked, when checking
             if ir.subst == before.subst:
                 break
         return ir

@@ -57,10 +57,6 @@ log = logging.getLogger("graphflow.segments")
 MAX_SEGMENT_STEPS = 32
 MAX_SEGMENT_WEIGHT = 64
 
-#: Ops whose steps cannot fail and read no value: run before a segment, not ending it.
-_HOISTABLE_OPS = frozenset({"Const", "VarHandleOp"})
-
-
 def enabled() -> bool:
     return os.environ.get("GRAPHFLOW_SEGMENTS", "1") != "0"
 
@@ -105,7 +101,7 @@ def lowering_of(step: Step, in_loop: bool = False) -> Lowering | None:
 def _hoistable(step: Step) -> bool:
     if isinstance(step, CopyStep):
         return step.source is None and step.device.device_type == "cpu"
-    return isinstance(step, KernelStep) and step.op.type in _HOISTABLE_OPS \
+    return isinstance(step, KernelStep) and step.op.op_def.hoistable \
         and step.device.device_type == "cpu"
 
 

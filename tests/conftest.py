@@ -14,6 +14,9 @@ os.environ.setdefault("GRAPHFLOW_TIERED", "0")
 # Compiled segments (runtime/segments.py) cost numba seconds each, and random-graph
 # tests would compile new ones on every run: tests/test_segments.py turns them on.
 os.environ.setdefault("GRAPHFLOW_SEGMENTS", "0")
+# Every plan pass's result is checked against the plan IR's invariants
+# (runtime/pipeline.py, check_ir): a pass that breaks one fails the test that built it.
+os.environ.setdefault("GRAPHFLOW_CHECK_PASSES", "1")
 
 settings.register_profile("ci", max_examples=60, deadline=None)
 settings.register_profile("long", max_examples=20000, deadline=None)

@@ -45,13 +45,13 @@ class Stage:
     @property
     def writes(self) -> bool:
         """Whether it may change a variable (any op on a variable but the reads)."""
-        return any(op.type not in _READS and any(i.op.type == "VarHandleOp" for i in op.inputs)
+        return any(not op.op_def.reads_variable and any(i.op.type == "VarHandleOp" for i in op.inputs)
                    for op in self.ops)
 
     @property
     def written(self) -> tuple[str, ...]:
         """The names of the variables it may change, sorted (their write locks)."""
-        return tuple(sorted({variable_name(i.op) for op in self.ops if op.type not in _READS
+        return tuple(sorted({variable_name(i.op) for op in self.ops if not op.op_def.reads_variable
                              for i in op.inputs if i.op.type == "VarHandleOp"}))
 
     @property
@@ -59,7 +59,6 @@ class Stage:
         return any(op.type == "VarHandleOp" for op in self.ops)
 
 
-_READS = frozenset({"ReadVariableOp", "ResourceGather"})
 
 
 def variable_name(handle: Operation) -> str:
