@@ -397,6 +397,11 @@ class OpDef:
     #: its kernel reads no input value and never fails (Const, VarHandleOp): a compiled
     #: segment runs it before itself instead of ending there (runtime/segments.py)
     hoistable: bool = False
+    #: its output is its first input wherever their static shapes are one (Reshape,
+    #: BroadcastTo, Squeeze, ExpandDims): the plan's simplification (runtime/simplify.py)
+    identity_when_same_shape: bool = False
+    #: a reduction whose output is its input over no axes (Sum, Prod, Max, Min)
+    identity_over_no_axes: bool = False
     #: it reads the value of the variable its first input is the handle of (a dense or a
     #: sparse read): what a gradient w.r.t. that variable sums over (graphflow/gradients.py)
     reads_variable: bool = False

@@ -747,3 +747,5 @@ StopGradient.not_differentiable()
 for _name in ("Shape", "Size", "Rank", "ZerosLike", "OnesLike"):
     op_def(_name).shape_only = True  # folded from a static shape (runtime/folding.py)
 op_def("Const").hoistable = True
+for _name in ("Reshape", "Squeeze", "ExpandDims"):
+    op_def(_name).identity_when_same_shape = True  # dropped by the plan's simplification

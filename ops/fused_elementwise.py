@@ -26,6 +26,7 @@ import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Protocol
 
 import numba
 import numpy as np
@@ -51,6 +52,34 @@ FusedElementwise = register_op(
 log = logging.getLogger("graphflow.fusion")
 
 
+class FusedProgram(Protocol):
+    """What the kernels here read of a fused region's computation: the interface the
+    plan's fusion pass (runtime/fusion.py's ``Program``) provides in the attr ``region``
+    (``region.program``; ``region.members``: the ops it stands for). Operand ``k <
+    len(inputs)`` is input k, ``len(inputs) + i`` the value of node i."""
+
+    inputs: tuple[str, ...]                              # input dtypes (numpy names)
+    nodes: tuple[tuple[str, str, tuple[int, ...]], ...]  # (op type, dtype, operands)
+    outputs: tuple[int, ...]                             # the nodes that escape
+    supports: tuple[int, ...]                            # per operand: the inputs it reads
+
+    def kernel(self, scalars: int = 0, rank: int = 0) -> Callable:
+        """The compiled kernel (compiling it if needed)."""
+
+    def loaded_kernel(self, scalars: int = 0, rank: int = 0) -> Callable | None:
+        """The kernel if already made in this process, else None."""
+
+
+class FusedRegion(Protocol):
+    members: tuple                 # the Operations it stands for, in order
+    program: FusedProgram
+
+
+def region_of(ctx_or_spec) -> FusedRegion:
+    """The attr ``region`` of a fused node, as this module reads it."""
+    return ctx_or_spec.attrs["region"]
+
+
 def _UNCOMPILED(*args):
     """Stands for a kernel numba could not compile."""
     raise NumbaError("not compiled")
@@ -67,7 +96,7 @@ def _fused_elementwise(ctx, inputs):
 def _compiled(ctx):
     """The node's kernel for this plan: the fast and broadcast paths of
     :class:`_FusedRun`, falling back to the nodes one by one (:func:`_per_node`)."""
-    program = ctx.attrs["region"].program
+    program = region_of(ctx).program
     node_by_node = _per_node(ctx)
 
     def per_node(inputs):
@@ -219,7 +248,7 @@ def _static_fast_path(spec):
     """``(shape, scalars, out dtypes)`` when the plan knows the shapes and every input
     has one full shape or one element, every output the full shape, within the memory
     limit: the fast path decided once. None otherwise."""
-    program = spec.attrs["region"].program
+    program = region_of(spec).program
     n_in = len(program.inputs)
     shapes = [spec.shape(i) for i in range(n_in)]
     if any(s is None for s in shapes):
@@ -248,7 +277,7 @@ def _prepare_fused(spec):
     static = _static_fast_path(spec)
     if static is None:
         return None
-    program = spec.attrs["region"].program
+    program = region_of(spec).program
     shape, scalars, out_dtypes = static
     n = math.prod(shape)
     flat = len(shape) == 1
@@ -274,7 +303,7 @@ def _lowered_shapes(spec):
     one-element inputs (read once), ``broadcast``: the inputs of another shape, which the
     lowering expands first. A region of one-element inputs only is lowered inside a
     compiled loop (its elements then count as full). None otherwise."""
-    program = spec.attrs["region"].program
+    program = region_of(spec).program
     n_in = len(program.inputs)
     shapes = [spec.shape(i) for i in range(n_in)]
     if any(s is None for s in shapes):
@@ -299,7 +328,7 @@ def _lowered_shapes(spec):
 def _lower_fused(spec):
     """The fast path's one call, for a small region with small outputs; an input that
     broadcasts is expanded first (small: the outputs are)."""
-    program = spec.attrs["region"].program
+    program = region_of(spec).program
     static = _lowered_shapes(spec)
     if static is None or len(program.nodes) > MAX_LOWERED_NODES:
         return None
@@ -380,7 +409,7 @@ def _compile(fn, signature) -> bool:
 def _per_node(ctx):
     """Run the region's original nodes one by one with their own kernels; an error
     names the node that raised it."""
-    region = ctx.attrs["region"]
+    region = region_of(ctx)
     program = region.program
     steps = [(op, *member_kernel(op, ctx), operands)
              for op, (_, _, operands) in zip(region.members, program.nodes)]

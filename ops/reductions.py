@@ -327,3 +327,7 @@ def _builder(op, tf_name: str):
 for _op, _name in ((Mean, "reduce_mean"), (Max, "reduce_max"), (Min, "reduce_min"),
                    (Any, "reduce_any"), (All, "reduce_all")):
     setattr(Scope, _name, _builder(_op, _name))
+
+
+for _op in (Max, Min):
+    _op.identity_over_no_axes = True  # dropped by the plan's simplification

@@ -605,3 +605,6 @@ def _var_is_initialized(ctx, handle):
 
 
 VarIsInitializedOp.not_differentiable()
+
+
+Prod.identity_over_no_axes = True  # dropped by the plan's simplification

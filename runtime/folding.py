@@ -31,9 +31,6 @@ from .device import Device
 #: Outputs larger than this stay computed at run time.
 MAX_FOLDED_BYTES = 1 << 20
 
-_NEVER = frozenset({"Const", "Placeholder"})
-
-
 
 def fold_constants(ops: list[Operation], fed: Collection[Output], subst: dict[Output, Output],
                    devices: Sequence[Device], config,
@@ -52,7 +49,7 @@ def fold_constants(ops: list[Operation], fed: Collection[Output], subst: dict[Ou
                 if o not in fed:
                     values[o] = op.attrs["value"]
             continue
-        if op.type in _NEVER or op.op_def.stateful or not op.inputs \
+        if op.op_def.stateful or not op.inputs \
                 or any(o in fed for o in op.outputs):
             continue
         inputs = [subst.get(i, i) for i in op.inputs]

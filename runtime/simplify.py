@@ -30,8 +30,6 @@ from graphflow.graph import Operation, Output
 from graphflow.inference import constant_value
 from graphflow.registry import op_def
 
-_REDUCTIONS = frozenset({"Sum", "Prod", "Max", "Min"})
-_SAME_SHAPE = frozenset({"Reshape", "BroadcastTo", "Squeeze", "ExpandDims"})
 
 
 def simplified(op: Operation, resolve: Callable[[Output], Output]) -> Output | None:
@@ -47,13 +45,13 @@ def simplified(op: Operation, resolve: Callable[[Output], Output]) -> Output | N
         return _same(inputs[0], out)
     if kind == "AddN" and len(inputs) == 2:
         return _as_add(op, inputs, out)
-    if kind in _SAME_SHAPE:
+    if op.op_def.identity_when_same_shape:
         x = inputs[0]
         if x.shape.is_fully_defined() and out.shape.is_fully_defined() \
                 and x.shape.as_list() == out.shape.as_list():
             return _same(x, out)
         return None
-    if kind in _REDUCTIONS:
+    if op.op_def.identity_over_no_axes:
         axes = constant_value(inputs[1])
         return _same(inputs[0], out) if axes is not None and axes.size == 0 else None
     if kind == "Neg":
