@@ -89,7 +89,7 @@ def create_operation(scope: "Scope", op_def: OpDef, args: tuple = (), kwargs: di
         if op_def.kernels and not op_def.kernel_devices(attrs):
             raise op_def.no_kernel_error(None, attrs, node_name)
         out_dtypes, out_counts = _output_types(op_def, attrs)
-        shapes = _infer_shapes(op_def, node_name, groups, attrs, sum(out_counts))
+        shapes = infer_shapes(op_def, node_name, groups, attrs, sum(out_counts))
     except OpError as e:
         raise e.with_node(node_name, op_def.name, site=site, detail=_input_shapes(groups)) from None
     except (TypeError, ValueError) as e:
@@ -408,8 +408,11 @@ def _output_types(op_def: OpDef, attrs: dict) -> tuple[list[DType], list[int]]:
     return dtypes, counts
 
 
-def _infer_shapes(op_def: OpDef, node_name: str, groups: list, attrs: dict,
-                  num_outputs: int) -> list[TensorShape]:
+def infer_shapes(op_def: OpDef, node_name: str, groups: list, attrs: dict,
+                 num_outputs: int) -> list[TensorShape]:
+    """The output shapes ``op_def``'s shape function gives for inputs ``groups`` (one
+    Output, or a list, per input arg): at build time, and again for a plan's
+    shape-specialized clones (runtime/specialize.py)."""
     if op_def.shape_function is None:
         return [TensorShape(None)] * num_outputs
     ctx = ShapeContext(op_def, node_name, groups, attrs)

@@ -74,21 +74,33 @@ class Plan:
             ir = compile_ir(fetches, feeds, devices, config)
         self.ir = ir
         self.substitutions = dict(ir.subst)
-        ops, fetches = list(ir.ops), list(ir.fetches)
+        live = self._lay_out(ir, devices, config, forward_counter, resources)
+        self._prepare_runs(ir, live, config)
+        # shape specialization (runtime/specialize.py): signature -> plan, or None for
+        # "run the general plan"; how often each unspecialized signature was seen
+        self._specializes = config.optimize and needs_specializing(self.feeds)
+        self._specialized: dict[tuple, Plan | None] = {}
+        self._sightings: dict[tuple, int] = {}
+        self._specialize_lock = threading.Lock()
+
+    def _lay_out(self, ir: PlanIR, devices, config, forward_counter, resources):
+        """Placement, slots, constants and liveness, and one step per node with its kernel
+        context (and so its kernel, built once); the liveness, for the runs."""
+        ops = list(ir.ops)
         passes.require_feeds(ops, ir.fed)
         self.placement = place(ops, devices, soft_placement=config.allow_soft_placement,
                                log_placement=config.log_device_placement)
-        layout = passes.locate(ops, self.placement, list(ir.feeds), fetches, ir.subst, devices)
+        layout = passes.locate(ops, self.placement, list(ir.feeds), list(ir.fetches), ir.subst,
+                               devices)
         self.preloaded: dict = {}
         if config.optimize:  # optimize=False runs (and traces) every node as written
             layout, self.preloaded = passes.preload_constants(layout)
         live = passes.liveness(layout)
         self.buffers = BufferPool()
         # the branches and bodies its control-flow steps run (runtime/functions.py)
-        self.functions = functions = FunctionRunner(devices, config, forward_counter, resources)
+        self.functions = FunctionRunner(devices, config, forward_counter, resources)
         passes.attach_contexts(layout, live, config, forward_counter, self.buffers, resources,
-                               functions)
-
+                               self.functions)
         self.steps: list[Step] = layout.steps
         self.num_slots = layout.num_slots
         self.feed_slots = layout.feed_slots
@@ -97,6 +109,11 @@ class Plan:
         self.fetch_devices = layout.fetch_devices
         self.pinned = live.pinned
         self.use_counts = live.use_counts
+        return live
+
+    def _prepare_runs(self, ir: PlanIR, live, config) -> None:
+        """How a call runs: serial (one generated function) or parallel (the steps on the
+        pool as their inputs are ready, measured against serial), the BLAS threads."""
         known = {slot: f.shape.num_elements() for slot, f in zip(self.feed_slots, ir.feeds)}
         known.update((slot, np.size(v)) for slot, v in self.preloaded.items())
         self.heavy = passes.heavy_steps(self.steps, HEAVY_ELEMENTS, known)
@@ -127,12 +144,6 @@ class Plan:
         if self.parallel:
             sched = passes.schedule(self.steps, ir.subst, ir.fed)
             self.waiting, self.dependents = sched.waiting, sched.dependents
-        # shape specialization (runtime/specialize.py): signature -> plan, or None for
-        # "run the general plan"; how often each unspecialized signature was seen
-        self._specializes = config.optimize and needs_specializing(self.feeds)
-        self._specialized: dict[tuple, Plan | None] = {}
-        self._sightings: dict[tuple, int] = {}
-        self._specialize_lock = threading.Lock()
 
     # -- running --------------------------------------------------------------------
     def run(self, feed_values: Sequence, pool=None, metadata: RunMetadata | None = None) -> list:
@@ -288,14 +299,33 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
     """One generated function ``run(feed_values) -> fetched values`` for a serial plan:
     a line per kernel call and per released slot, no per-step loop or closure call
     (a chain of tiny kernels then costs the kernels). An error is re-raised naming its
-    step."""
+    step. Its source is kept on the plan (``plan.code``) and in linecache."""
+    env: dict[str, Any] = {"errstate": np.errstate, "ndarray": np.ndarray, "steps": plan.steps,
+                           "node_error": _node_error, "release": plan._release,
+                           "fetch_value": plan._fetch_value, "initial": plan._initial,
+                           "host": plan.host}
+    body = _step_lines(plan, releases, env) or ["pass"]  # "pass": every fetch is fed
+    feeds = "".join(f"    s[{slot}] = feed_values[{j}]\n" for j, slot in enumerate(plan.feed_slots))
+    start = "initial.copy()" if plan.preloaded else f"[None] * {plan.num_slots}"
+    source = (f"def run(feed_values):\n    s = {start}\n{feeds}"
+              "    k = 0\n    try:\n        with errstate(all='ignore'):\n"
+              + "".join(f"            {line}\n" for line in body)
+              + "    except (KeyboardInterrupt, SystemExit):\n        raise\n"
+              "    except Exception as e:  # noqa: BLE001\n"
+              "        raise node_error(steps[k], e) from e\n"
+              + "".join(f"    {line}\n" for line in _fetch_lines(plan, env)))
+    run, plan.serial_code = load_python(source, "run", env, "plan")
+    return run
+
+
+def _step_lines(plan: Plan, releases: Sequence[Sequence[int]], env: dict) -> list[str]:
+    """The run's body: per step its call and the slots it releases; a compiled segment
+    as one call, its steps one by one when it declines (not compiled yet, or an error:
+    theirs, in their words)."""
     steps = plan.steps
     # left in their slots (they die with the run): values too small for the buffer pool,
     # and the feeds and preloaded constants, which the pool never takes
     unreleased = _small_slots(steps) | set(plan.feed_slots) | set(plan.preloaded)
-    env: dict[str, Any] = {"errstate": np.errstate, "ndarray": np.ndarray, "steps": steps,
-                           "node_error": _node_error, "release": plan._release,
-                           "fetch_value": plan._fetch_value, "initial": plan._initial}
     segments = build_segments(steps, plan.preloaded, plan.fetch_slots, plan.junk_slot)
     plan.segments = [segment for segment, _ in segments.values()]
     in_segment: set[int] = set()
@@ -318,9 +348,7 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
         if k not in segments:
             body += call_lines(k) + release_lines([k])
             continue
-        # a compiled segment: its hoisted steps, then one call; its steps one by one
-        # when it declines (not compiled yet, or an error: theirs, in their words)
-        segment, found = segments[k]
+        segment, found = segments[k]  # its hoisted steps, then one call
         in_segment.update(found.members)
         env[f"seg{k}"] = segment.run
         for j in found.before:
@@ -328,41 +356,32 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
         body += [f"k = {k}", f"if not seg{k}(s):"]
         body += [f"    {line}" for j, _ in found.lowered for line in call_lines(j)]
         body += release_lines(found.members)
-    if not body:
-        body.append("pass")  # every fetch is fed
+    return body
+
+
+def _fetch_lines(plan: Plan, env: dict) -> list[str]:
+    """The lines that return the fetched values: a CPU array the caller may keep is
+    passed as it is, else fetched (copied to the host, or copied when read-only); no
+    two fetches share memory the caller can write."""
     fetched = []
     for j, (slot, device) in enumerate(zip(plan.fetch_slots, plan.fetch_devices)):
         if slot is None:
             fetched.append("None")
         elif device.device_type == "cpu":
-            # inline for the common case: a numpy array the caller may keep as it is
             fetched.append(f"(v{j} if type(v{j} := s[{slot}]) is ndarray and v{j}.flags.writeable "
                            f"else fetch_value(v{j}, host))")
         else:
             env[f"dev{j}"] = device
             fetched.append(f"fetch_value(s[{slot}], dev{j})")
-    env["host"] = plan.host
     repeated, pairs = plan.fetch_guards
-    if repeated or pairs:  # no two fetches share memory the caller can write
-        env["may_share"] = np.may_share_memory
-        result = [f"    r = [{', '.join(fetched)}]\n"]
-        result += [f"    r[{j}] = r[{j}].copy()\n" for j in repeated]
-        result += [f"    if may_share(r[{i}], r[{j}]):\n        r[{j}] = r[{j}].copy()\n"
-                   for i, j in pairs]
-        result.append("    return r\n")
-    else:
-        result = [f"    return [{', '.join(fetched)}]\n"]
-    feeds = "".join(f"    s[{slot}] = feed_values[{j}]\n" for j, slot in enumerate(plan.feed_slots))
-    start = "initial.copy()" if plan.preloaded else f"[None] * {plan.num_slots}"
-    source = (f"def run(feed_values):\n    s = {start}\n{feeds}"
-              "    k = 0\n    try:\n        with errstate(all='ignore'):\n"
-              + "".join(f"            {line}\n" for line in body)
-              + "    except (KeyboardInterrupt, SystemExit):\n        raise\n"
-              "    except Exception as e:  # noqa: BLE001\n"
-              "        raise node_error(steps[k], e) from e\n"
-              + "".join(result))
-    run, plan.serial_code = load_python(source, "run", env, "plan")
-    return run
+    if not (repeated or pairs):
+        return [f"return [{', '.join(fetched)}]"]
+    env["may_share"] = np.may_share_memory
+    lines = [f"r = [{', '.join(fetched)}]"]
+    lines += [f"r[{j}] = r[{j}].copy()" for j in repeated]
+    for i, j in pairs:
+        lines += [f"if may_share(r[{i}], r[{j}]):", f"    r[{j}] = r[{j}].copy()"]
+    return lines + ["return r"]
 
 
 def _fetch_guards(plan: Plan) -> tuple[list[int], list[tuple[int, int]]]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from graphflow.builder import _infer_shapes
+from graphflow.builder import infer_shapes
 from graphflow.errors import OpError
 from graphflow.graph import Operation, Output
 from graphflow.shapes import TensorShape
@@ -71,7 +71,7 @@ def specialize(ir: PlanIR, shapes: Sequence[tuple]) -> PlanIR | None:
             continue
         probe = _clone(op, inputs, controls, [o.shape for o in op.outputs])
         try:
-            inferred = _infer_shapes(op.op_def, op.name, probe.grouped_inputs(),
+            inferred = infer_shapes(op.op_def, op.name, probe.grouped_inputs(),
                                      dict(op.attrs), len(op.outputs))
             clone = _clone(op, inputs, controls, [new.merge_with(o.shape)
                                                   for o, new in zip(op.outputs, inferred)])

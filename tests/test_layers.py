@@ -139,3 +139,23 @@ def test_a_climbing_edge_is_reported_with_its_place():
 def test_every_exception_is_still_needed():
     edges = set((m, t) for m, _, t in import_edges())
     assert not set(EXCEPTIONS) - edges, "exceptions no import needs any more"
+
+
+def _runtime_modules():
+    return sorted(PACKAGE_DIRS["graphflow.runtime"].glob("*.py"))
+
+
+def test_the_plan_compiler_has_no_function_over_60_lines():
+    long = [f"{path.name}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in _runtime_modules() for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > 60]
+    assert not long, long
+
+
+def test_the_plan_compiler_imports_no_private_name():
+    private = [f"{path.name}: {node.module}.{alias.name}" for path in _runtime_modules()
+               for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.ImportFrom)
+               for alias in node.names if alias.name.startswith("_")]
+    assert not private, private
