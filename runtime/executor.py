@@ -26,12 +26,13 @@ from .device import Device
 from .functions import FunctionRunner
 from .memory import MIN_POOLED_BYTES, BufferPool, releaser
 from .parallel import ParallelRun
-from .pipeline import PlanIR, compile_ir, initial_ir, optimizing_passes, run_pipeline
+from .pipeline import compile_ir
+from .plan_ir import PlanIR
 from .placer import place
 from .blas_threads import bound_blas_threads, run_blas_threads
 from .codegen import GeneratedCode, load_python
 from .run_modes import RunModes
-from .specialize import MAX_SIGHTINGS, MAX_SPECIALIZED, needs_specializing, specialize
+from .specialize import MAX_SIGHTINGS, MAX_SPECIALIZED, NotSpecializable, needs_specializing
 from .segments import build_segments
 from .steps import CopyStep, KernelStep, Step
 from .tracing import RunMetadata, traced
@@ -176,12 +177,12 @@ class Plan:
                 sightings[key] = seen
                 return None
             graph, fetches, feeds, devices, config, counter, resources = self._build_args
-            ir = specialize(initial_ir(fetches, feeds), key)
-            plan = None
-            if ir is not None:
-                ir = run_pipeline(ir, optimizing_passes(devices, config))
+            try:
+                ir = compile_ir(fetches, feeds, devices, config, feed_shapes=key)
                 plan = Plan(graph, fetches, feeds, devices, config, counter, resources, ir=ir)
                 plan._specializes = False
+            except NotSpecializable:
+                plan = None
             self._specialized[key] = plan
             return plan
 

@@ -10,7 +10,8 @@ from typing import Iterable, Sequence
 
 from graphflow.graph import Graph, Output
 
-from .pipeline import PlanIR, describe, initial_ir, optimizing_passes, stages
+from .pipeline import optimizing_passes, stages
+from .plan_ir import PlanIR, describe, initial_ir
 
 #: the name ``--after`` gives the last stage: the segments of the built plan
 SEGMENTS = "segments"

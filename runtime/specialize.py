@@ -27,7 +27,7 @@ from graphflow.graph import Operation, Output
 from graphflow.shapes import TensorShape
 
 from .passes import prune
-from .pipeline import PlanIR
+from .plan_ir import PlanIR
 
 #: Shape signatures a plan specializes for before it sticks to its general plan.
 MAX_SPECIALIZED = 8
@@ -35,6 +35,10 @@ MAX_SPECIALIZED = 8
 #: Signatures seen once that a plan remembers (the oldest forgotten first): a feed whose
 #: shape changes on every call must not grow the plan without bound.
 MAX_SIGHTINGS = 64
+
+
+class NotSpecializable(Exception):
+    """A shape rule refuses the fed shapes: the general plan runs (and reports it)."""
 
 
 def needs_specializing(feeds: Sequence[Output]) -> bool:
