@@ -164,14 +164,9 @@ def _covered(ctx, params, gather_ids, scale, segment_ids, size):
         else segment_ids
     if ids.dtype.kind not in "iu" or ids.shape != (edges,) or np.ndim(size) != (1 if scatter else 0):
         return None
-    if scatter:
-        if len(size) != 1 + len(inner) or tuple(int(d) for d in size[1:]) != inner:
-            return None
-        n = int(size[0])
-    else:
-        n = int(size)
+    n = _segment_count(size, inner, scatter)
     width = math.prod(inner)
-    if n < 0 or not ctx.fits(n * width, params.dtype):
+    if n is None or n < 0 or not ctx.fits(n * width, params.dtype):
         return None
     kind, weights = _scale_kind(scale, edges, inner, params.dtype)
     if kind is None:
@@ -181,6 +176,16 @@ def _covered(ctx, params, gather_ids, scale, segment_ids, size):
         return None  # the members raise it, as the graph would
     rows = np.ascontiguousarray(params).reshape(params.shape[0], width)
     return n, inner, rows, gathered, kind, weights, np.ascontiguousarray(ids)
+
+
+def _segment_count(size, inner: tuple, scatter: bool) -> int | None:
+    """The output's row count from ``size``: num_segments, or (ScatterNd) the dense
+    shape, whose other dims must be the gathered rows'; None where they are not."""
+    if not scatter:
+        return int(size)
+    if len(size) != 1 + len(inner) or tuple(int(d) for d in size[1:]) != inner:
+        return None
+    return int(size[0])
 
 
 def _scale_kind(scale, edges: int, inner: tuple, dtype):
@@ -236,12 +241,9 @@ def _lower_gather_scale_sum(spec) -> Lowering | None:
     edges, inner = gather_ids[0], tuple(params[1:])
     if tuple(segment_ids) != ((edges, 1) if scatter else (edges,)):
         return None
-    if scatter:
-        if len(size) != 1 + len(inner) or tuple(int(d) for d in size[1:]) != inner:
-            return None
-        n = int(size[0])
-    else:
-        n = int(size)
+    n = _segment_count(size, inner, scatter)
+    if n is None:
+        return None
     kind = NONE
     if scales:
         if spec.dtype(2) != dtype or spec.shape(2) is None:

@@ -348,14 +348,10 @@ def plan_regions(graph, fetches: Iterable | None = None,
     from graphflow.runtime.device_discovery import list_devices
     from graphflow.runtime.session import SessionConfig
 
+    from .inspection import default_signature
     from .pipeline import compile_ir
 
-    ops = list(graph.operations())
-    if feeds is None:
-        feeds = [o for op in ops if op.type == "Placeholder" for o in op.outputs]
-    if fetches is None:
-        read = {i for op in ops for i in op.inputs}
-        fetches = [o for op in ops for o in op.outputs if o not in read]
+    fetches, feeds = default_signature(graph, fetches, feeds)
     cpus = [d for d in list_devices() if d.device_type == "cpu"]
     ir = compile_ir(list(fetches), list(feeds), cpus, SessionConfig())
     return [op.attrs["region"] for op in ir.ops if op.type == "_FusedElementwise"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.segments import outcome, segments_of
 
 import graphflow as gf
-from graphflow.errors import OpError
 from graphflow.ops import reductions
 
 CALLS = 3  # the first call runs the steps; the segment compiles at the second
@@ -18,21 +18,6 @@ def segments_on(monkeypatch):
     """tests/conftest.py turns segments off for the rest of the suite."""
     monkeypatch.setenv("GRAPHFLOW_SEGMENTS", "1")
     monkeypatch.setenv("GRAPHFLOW_TIERED", "0")
-
-
-def _segments(sess) -> list:
-    found = []
-    for plan in sess._plans.values():
-        for p in [plan, *(q for q in plan.specialized.values() if q is not None)]:
-            found += p.segments
-    return found
-
-
-def _outcome(fn):
-    try:
-        return "ok", fn()
-    except OpError as e:
-        return "error", (type(e).__name__, str(e).split("\n")[0], e.node_name)
 
 
 def _bits(value):
@@ -52,13 +37,13 @@ class _Runner:
         self.step = self.sess.make_callable(fetches, placeholders)
 
     def __call__(self, *feeds):
-        return _outcome(lambda: self.step(*feeds))
+        return outcome(lambda: self.step(*feeds))
 
     def runs(self) -> int:
-        return sum(seg.runs for seg in _segments(self.sess))
+        return sum(seg.runs for seg in segments_of(self.sess))
 
     def sources(self) -> str:
-        return "\n".join(seg.source or "" for seg in _segments(self.sess))
+        return "\n".join(seg.source or "" for seg in segments_of(self.sess))
 
     def close(self):
         self.sess.close()

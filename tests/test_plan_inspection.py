@@ -49,8 +49,7 @@ def test_cli_inspect_after(tmp_path, capsys):
 def test_a_pass_that_breaks_the_order_is_named(monkeypatch):
     monkeypatch.setenv("GRAPHFLOW_CHECK_PASSES", "1")
     g = _graph()
-    fetches, feeds = inspection.default_signature(g)
-    ir = pipeline.initial_ir(fetches, feeds)
+    ir = pipeline.initial_ir(*inspection.default_signature(g))
 
     def reverse_ops(ir):
         return dataclasses.replace(ir, ops=tuple(reversed(ir.ops)))
@@ -61,8 +60,7 @@ def test_a_pass_that_breaks_the_order_is_named(monkeypatch):
 def test_a_pass_that_changes_the_users_graph_is_named(monkeypatch):
     monkeypatch.setenv("GRAPHFLOW_CHECK_PASSES", "1")
     g = _graph()
-    fetches, feeds = inspection.default_signature(g)
-    ir = pipeline.initial_ir(fetches, feeds)
+    ir = pipeline.initial_ir(*inspection.default_signature(g))
 
     def rewire(ir):
         top = g.operation("top")

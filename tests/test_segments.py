@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.segments import outcome, segments_of
 from support.threads import run_in_threads
 
 import graphflow as gf
-from graphflow.errors import OpError
 from graphflow.ops import fused_elementwise
 from graphflow.runtime import segments as segment_runtime
 
@@ -24,22 +24,6 @@ def segments_on(monkeypatch):
     monkeypatch.setenv("GRAPHFLOW_SEGMENTS", "1")
 
 
-def _segments(sess) -> list:
-    """The compiled segments of every plan (and shape-specialized plan) of ``sess``."""
-    found = []
-    for plan in sess._plans.values():
-        for p in [plan, *(q for q in plan.specialized.values() if q is not None)]:
-            found += p.segments
-    return found
-
-
-def _outcome(fn):
-    try:
-        return "ok", fn()
-    except OpError as e:
-        return "error", (type(e).__name__, str(e).split("\n")[0], e.node_name)
-
-
 def _run(build, feeds, optimize: bool, calls: int = CALLS):
     """Each call's outcome of ``build(scope) -> (fetches, placeholders, init)`` and the
     session's segments."""
@@ -49,8 +33,8 @@ def _run(build, feeds, optimize: bool, calls: int = CALLS):
         if init is not None:
             sess.run(init)
         step = sess.make_callable(fetches, placeholders)
-        outcomes = [_outcome(lambda: step(*feeds)) for _ in range(calls)]
-        return outcomes, _segments(sess)
+        outcomes = [outcome(lambda: step(*feeds)) for _ in range(calls)]
+        return outcomes, segments_of(sess)
 
 
 def _bits(value):
@@ -213,7 +197,7 @@ def test_a_bad_id_is_the_kernels_error_and_nothing_is_written_twice(bad):
             for _ in range(CALLS):
                 step(good, target)
             if optimize:
-                assert any(seg.runs for seg in _segments(sess))
+                assert any(seg.runs for seg in segments_of(sess))
             table = sess.run(fetches[2])
             with pytest.raises(gf.errors.InvalidArgumentError) as err:
                 step(np.array([1, bad], np.int32), target)
@@ -346,7 +330,7 @@ def test_threads_sharing_a_segment_lose_no_update():
         batches = [np.array([k % 16, (3 * k) % 16, k % 16], np.int32) for k in range(4)]
         unit = np.ones((3, 2), np.int64)
         assert run_in_threads(lambda k: [call(batches[k], unit) for _ in range(50)], 4) == []
-        assert any(seg.runs for seg in _segments(sess))
+        assert any(seg.runs for seg in segments_of(sess))
         want = np.zeros((16, 2), np.int64)
         for batch in batches:
             np.add.at(want, batch, 2 * 50)
