@@ -12,8 +12,9 @@ The package is built in layers, each importing only its own and those below it
 (tests/test_layers.py holds it): core (graphflow/*.py: dtypes, shapes, Graph,
 the op registry, Scope, the kernel-facing interface, gradients, variables,
 serialization, interop) < ops (graphflow.ops: the operator set and its kernels) <
-runtime (graphflow.runtime: devices, plans, Session) < tools (what acts on a
-Session: saver, gradient_check, summary, visualize, cli, train) < this facade,
+runtime (graphflow.runtime: devices, plans, Session) < tools (graphflow.tools:
+what acts on a Session: saver, gradient_check, summary, visualize, cli, train;
+reached here as gf.train, gf.summary, gf.gradient_check) < this facade,
 which also installs what a lower layer's class gets from a higher one: Output's
 operators (graphflow.operators, once the op set is loaded) and Graph.to_dot.
 """
@@ -43,9 +44,10 @@ operators.install_operators(Output)  # x + y, x[1:]... build ops of the set just
 from .runtime import RunMetadata, RunOptions, Session, SessionConfig, list_devices  # noqa: E402
 from .indexed_slices import IndexedSlices, convert_to_tensor  # noqa: E402
 from .gradients import GradContext, gradients  # noqa: E402
-from .gradient_check import GradientCheck, gradient_check  # noqa: E402
+from .tools.gradient_check import GradientCheck, gradient_check  # noqa: E402
 from .variables import Variable, global_variables, global_variables_initializer  # noqa: E402
-from . import train  # noqa: E402
+from .tools import train  # noqa: E402  (gf.train)
+from .tools import saver  # noqa: E402  (gf.saver.list_variables; gf.train.Saver)
 from . import control_flow  # noqa: E402  (scope.cond, scope.while_loop)
 from .functions import Function  # noqa: E402
 from . import nn  # noqa: E402
@@ -55,8 +57,8 @@ from .interop import saved_model as _saved_model  # noqa: E402
 _saved_model.install_session(Session)  # SavedModel.session() gives a gf.Session (a layer up)
 from .interop.onnx_export import export_onnx  # noqa: E402  (imports onnx only when called)
 from .interop.tf_export import export_tf_graph  # noqa: E402  (protobuf only when called)
-from . import summary  # noqa: E402  (tensorboardX only when used)
-from . import visualize  # noqa: E402
+from .tools import summary  # noqa: E402  (gf.summary; tensorboardX only when used)
+from .tools import visualize  # noqa: E402
 visualize.install_to_dot(Graph)  # graph.to_dot(): a tool's, as it may ask the runtime's planner
 
 from .version import __version__  # noqa: E402

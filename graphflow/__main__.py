@@ -1,6 +1,6 @@
 """``python -m graphflow``: the same command line as the ``graphflow`` script."""
 import sys
 
-from graphflow.cli import main
+from graphflow.tools.cli import main
 
 sys.exit(main())

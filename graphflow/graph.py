@@ -247,7 +247,7 @@ class Graph:
         save(self, path)
 
     # ``to_dot(**options)``, Graphviz DOT text of the graph, is installed by
-    # graphflow.visualize, a tool (``fused=True`` asks the runtime's planner).
+    # graphflow.tools.visualize, a tool (``fused=True`` asks the runtime's planner).
 
     def to_networkx(self):
         """A networkx.DiGraph: one node per op; data edges (kind='data', with the

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import graphflow as gf
-from graphflow.cli import main
+from graphflow.tools.cli import main
 
 pytest.importorskip("tensorboardX")
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphflow as gf
-from graphflow import cli
+from graphflow.tools import cli
 
 
 def _small_graph() -> gf.Graph:

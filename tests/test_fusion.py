@@ -515,7 +515,7 @@ def test_plan_regions_and_dot_clusters():
 
 
 def test_cli_inspect_and_show_fused_regions(tmp_path):
-    from graphflow.cli import main
+    from graphflow.tools.cli import main
 
     scope, x, z = _small_graph()
     path = tmp_path / "g.json"

@@ -114,7 +114,7 @@ def test_graph_defs_without_nodes_still_read(schema, tmp_path):
 
 
 def test_convert_of_saved_model_pb_fails_and_writes_nothing(tmp_path, capsys):
-    from graphflow.cli import main
+    from graphflow.tools.cli import main
 
     out = tmp_path / "out.json"
     assert main(["convert", os.path.join(SAVED_MODEL, "saved_model.pb"), str(out)]) == 1

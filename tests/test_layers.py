@@ -1,20 +1,27 @@
 """graphflow's layers hold: no module imports from a layer above its own.
 
+Each layer is a folder (the facade is two files), so a module's layer is where it lives.
 From the bottom up:
 
-0. core     graphflow/*.py and graphflow/interop/: dtypes, shapes, Graph, the op
-            registry, Scope and the builder, the kernel-facing interface
-            (kernel_context, output_check, memory_limit, host_eval), gradients,
-            variables, nn, serialization and the converters.
+0. core     graphflow/*.py: dtypes, shapes, Graph, the op registry, Scope and the
+            builder, the kernel-facing interface (kernel_context, output_check,
+            memory_limit, host_eval), gradients, variables, nn, serialization and the
+            checkpoint formats (tf_bundle, sstable, crc32c, checkpoint_state,
+            legacy_checkpoint); and graphflow/interop/, the converters (TensorFlow
+            GraphDefs, SavedModels, ONNX): core too, as it converts graphs and never
+            imports the runtime (SavedModel.session() gets its Session class from the
+            facade, saved_model.install_session).
 1. ops      graphflow.ops (ops/): the operator set, its kernels and index libraries.
 2. runtime  graphflow.runtime (runtime/): devices, placement, plan passes, the
             executor, Session, distributed runs.
-3. tools    what acts on a Session: saver, gradient_check, summary, visualize (its
+3. tools    graphflow.tools and every module under it (the folder graphflow/tools/),
+            what acts on a Session: saver, gradient_check, summary, visualize (its
             ``fused=True`` asks the runtime's planner), cli, and train (gf.train holds
             the Saver, as TensorFlow's training/ sits above its client).
-4. facade   graphflow/__init__.py (and ``python -m graphflow``): puts the layers
-            together and installs what a lower layer's classes get from a higher one
-            (Output's operators, Graph.to_dot).
+4. facade   graphflow/__init__.py (and ``python -m graphflow``, __main__.py): puts the
+            layers together, names the tools (gf.train, gf.summary, gf.gradient_check)
+            and installs what a lower layer's classes get from a higher one (Output's
+            operators, Graph.to_dot).
 
 Every import counts: at module level, inside functions and under TYPE_CHECKING,
 ``import x`` and ``from x import y``, relative ones resolved. A layer may import
@@ -32,8 +39,6 @@ import graphflow.runtime
 CORE, OPS, RUNTIME, TOOLS, FACADE = range(5)
 LAYER_NAMES = ("core", "ops", "runtime", "tools", "facade")
 
-TOOL_MODULES = {"graphflow.saver", "graphflow.gradient_check", "graphflow.summary",
-                "graphflow.visualize", "graphflow.cli", "graphflow.train"}
 FACADE_MODULES = {"graphflow", "graphflow.__main__"}
 
 #: (importer, imported): an edge that climbs, allowed, with the reason.
@@ -52,7 +57,7 @@ PACKAGE_DIRS = {
 def layer_of(module: str) -> int:
     if module in FACADE_MODULES:
         return FACADE
-    if module in TOOL_MODULES:
+    if module == "graphflow.tools" or module.startswith("graphflow.tools."):
         return TOOLS
     if module == "graphflow.runtime" or module.startswith("graphflow.runtime."):
         return RUNTIME
@@ -125,7 +130,9 @@ def test_the_walk_sees_every_kind_of_import():
     edges = set((m, t) for m, _, t in import_edges())
     assert ("graphflow.runtime.steps", "graphflow.output_check") in edges  # absolute
     assert ("graphflow.runtime", "graphflow.runtime.session") in edges  # relative, package
-    assert ("graphflow.cli", "graphflow.serialization") in edges  # inside a function
+    assert ("graphflow.tools.cli", "graphflow.serialization") in edges  # inside a function
+    assert ("graphflow.tools.train", "graphflow.tools.saver") in edges  # relative, in tools/
+    assert ("graphflow.tools.saver", "graphflow.tf_bundle") in edges  # ``from .. import``
     assert ("graphflow", "graphflow.ops") in edges  # from . import module
 
 
@@ -134,6 +141,23 @@ def test_a_climbing_edge_is_reported_with_its_place():
              ("graphflow.ops.math_ops", 3, "graphflow.registry")]
     assert climbing(edges) == [
         "graphflow.graph:17 imports graphflow.runtime.session (core -> runtime)"]
+
+
+def test_the_folders_are_the_layers():
+    """A module's layer is its folder: every module of graphflow/ but the facade is core,
+    every one of graphflow/tools/ a tool, and interop/ is core."""
+    modules = graphflow_modules()
+    assert "graphflow.tools.cli" in modules and "graphflow.tools" in modules
+    assert "graphflow.cli" not in modules and "graphflow.train" not in modules
+    for module, path in modules.items():
+        folder = path.parent.name
+        if module in FACADE_MODULES:
+            assert layer_of(module) == FACADE
+        elif folder == "tools" and path.parent.parent.name == "graphflow":
+            assert layer_of(module) == TOOLS, module
+        elif folder in {"graphflow", "interop"}:
+            assert layer_of(module) == CORE, module
+    assert layer_of("graphflow.interop.saved_model") == CORE
 
 
 def test_every_exception_is_still_needed():

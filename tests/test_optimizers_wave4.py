@@ -371,7 +371,7 @@ def test_slot_and_non_slot_variables_are_named_as_tf1():
 
 
 def _checkpoint_names(path) -> set[str]:
-    """The tensor names of a checkpoint (TF's tensor bundle, graphflow/saver.py)."""
+    """The tensor names of a checkpoint (TF's tensor bundle, graphflow/tools/saver.py)."""
     return {k for k, _ in gf.saver.list_variables(path)}
 
 

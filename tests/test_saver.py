@@ -278,7 +278,7 @@ def test_a_crash_during_save_leaves_the_previous_checkpoint(tmp_path, monkeypatc
         gf.train.Saver().save(sess, path)
         before = folder_bytes(tmp_path)
         sess.run(v.assign_add(np.ones(1000), read_value=False))
-        import graphflow.saver as saver_module
+        import graphflow.tools.saver as saver_module
         import graphflow.tf_bundle as bundle_module
         expected = OSError
         if crash == "writing a tensor":

@@ -25,7 +25,7 @@ from graphflow import sstable, tf_bundle
 from graphflow.crc32c import crc32c, mask, unmask
 from graphflow.errors import (DataLossError, InvalidArgumentError, NotFoundError,
                               UnimplementedError)
-from graphflow.saver import list_variables
+from graphflow.tools.saver import list_variables
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "tf"
 DATA = ".data-00000-of-00001"

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import graphflow as gf
-from graphflow.cli import main
+from graphflow.tools.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -209,3 +209,25 @@ def test_py_typed_license_and_package_data():
     assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
     shipped = project["tool"]["setuptools"]["package-data"]["graphflow"]
     assert "py.typed" in shipped and "*.pyi" in shipped
+
+
+def test_every_package_folder_is_installed_and_the_script_resolves():
+    """pyproject lists every package (graphflow/tools/ and graphflow/interop/ included),
+    so ``pip install .`` ships them all, and the ``graphflow`` script names a real main."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    import importlib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    dirs = project["tool"]["setuptools"]["package-dir"]
+    folders = {"graphflow": ROOT / "graphflow"} | {n: ROOT / d for n, d in dirs.items()}
+    found = set()
+    for name, folder in folders.items():
+        for init in folder.rglob("__init__.py"):
+            parts = init.parent.relative_to(folder).parts
+            if name == "graphflow" and parts and parts[0] in {"ops", "runtime"}:
+                continue
+            found.add(".".join((name, *parts)))
+    assert {"graphflow.tools", "graphflow.interop"} <= found
+    assert found == set(project["tool"]["setuptools"]["packages"])
+    module, _, function = project["project"]["scripts"]["graphflow"].partition(":")
+    assert getattr(importlib.import_module(module), function) is main

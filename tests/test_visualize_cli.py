@@ -1,6 +1,6 @@
 """DOT text of a known graph, rendering when Graphviz is installed, and every CLI
 verb (`python -m graphflow ...`): the entry point in a new interpreter, the verbs
-through ``graphflow.cli.main`` in this one."""
+through ``graphflow.tools.cli.main`` in this one."""
 from __future__ import annotations
 
 import contextlib
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import graphflow as gf
-from graphflow import visualize
+from graphflow.tools import visualize
 
 needs_dot = pytest.mark.skipif(visualize.dot_binary() is None,
                                reason="Graphviz's `dot` is not installed")
@@ -150,7 +150,7 @@ def graphflow_process(*args: str) -> subprocess.CompletedProcess:
 def graphflow(*args: str) -> subprocess.CompletedProcess:
     """What ``python -m graphflow ARGS`` prints and exits with, run in this process (a
     new interpreter per call costs seconds; the entry point itself is tested above)."""
-    from graphflow.cli import main
+    from graphflow.tools.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -269,7 +269,7 @@ def test_cli_rejects_malformed_and_missing_files(tmp_path):
 
 def _package_ops():
     """The ops graphflow itself registers (other tests register their own in this process)."""
-    from graphflow.cli import _family
+    from graphflow.tools.cli import _family
 
     return [d for d in gf.registered_ops() if _family(d) != "other"]
 

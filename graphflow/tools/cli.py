@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import FailedPreconditionError
+from ..errors import FailedPreconditionError
 
 
 class CommandError(Exception):
@@ -73,7 +73,7 @@ def _cmd_show(args: argparse.Namespace) -> None:
 def _cmd_inspect(args: argparse.Namespace) -> None:
     graph = _load(args.graph)
     if args.after:
-        from .runtime import inspection
+        from ..runtime import inspection
         if args.after == "list":
             print("\n".join(inspection.stage_names(graph)))
             return
@@ -111,7 +111,7 @@ def _parse_feed(text: str) -> tuple[str, str]:
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
-    from .runtime import RunMetadata, RunOptions, Session, SessionConfig
+    from ..runtime import RunMetadata, RunOptions, Session, SessionConfig
 
     if not args.fetch and not args.target:
         raise UsageError("give at least one --fetch NAME[:i] or --target OP")
@@ -167,7 +167,7 @@ def _read_feeds(texts: Sequence[str]) -> dict[str, np.ndarray]:
 def _initializer(graph, path: str):
     """One op running every variable's initializer (``--init``): graphflow's, or TF 1.x's
     ``NAME/Assign`` in an imported GraphDef; a variable with neither is an error."""
-    from .variables import global_variables
+    from ..variables import global_variables
 
     inits, missing = [], []
     for v in global_variables(graph):
@@ -182,7 +182,7 @@ def _initializer(graph, path: str):
         raise CommandError(f"--init: {', '.join(missing)} in '{path}' have no initializer; "
                            f"restore them (--restore CKPT) or run the graph's own init op "
                            f"(--target OP)")
-    from .scope import Scope
+    from ..scope import Scope
     return Scope(graph).with_control_dependencies(inits).no_op(name="graphflow_run_init")
 
 
@@ -199,7 +199,7 @@ def _restore(sess, path: str) -> None:
 def _print_fetches(fetches: list[str], values: list, saves: dict[str, str],
                    args: argparse.Namespace) -> None:
     """Print each fetched value (and write it under ``--save``)."""
-    from .dtypes import as_dtype
+    from ..dtypes import as_dtype
 
     if args.save:
         os.makedirs(args.save, exist_ok=True)
@@ -282,8 +282,8 @@ def _format(path: str, table: dict, role: str) -> str:
 
 
 def _cmd_convert(args: argparse.Namespace) -> None:
-    from .interop.onnx_export import export_onnx
-    from .interop.tf_export import export_tf_graph
+    from ..interop.onnx_export import export_onnx
+    from ..interop.tf_export import export_tf_graph
 
     if not os.path.isdir(args.src):  # a directory: the reader says what it holds
         _format(args.src, _READS, "IN")
@@ -311,7 +311,7 @@ def _cmd_convert(args: argparse.Namespace) -> None:
 
 # -- ops -------------------------------------------------------------------------------
 def _cmd_ops(args: argparse.Namespace) -> None:
-    from . import registry
+    from .. import registry
 
     if args.name:
         try:
@@ -331,7 +331,7 @@ def _family(d) -> str:
 
 def _type_set(types: Sequence) -> str:
     """A kernel's attr constraint, named when it is one of the usual dtype sets."""
-    from . import dtypes
+    from .. import dtypes
 
     named = {frozenset(dtypes.ALL_TYPES): "any type",
              frozenset(t for t in dtypes.ALL_TYPES if not t.is_string): "any type but string",
@@ -401,7 +401,7 @@ def op_reference_markdown(defs: Sequence) -> str:
 # -- cache ---------------------------------------------------------------------------
 def _cmd_cache(args: argparse.Namespace) -> None:
     """Where the compiled-kernel cache is and how big (ops/jit.py); ``--clear`` empties it."""
-    from .ops import jit
+    from ..ops import jit
 
     folder = jit.cache_dir()
     versions = sorted(folder.parent.glob("numba-*")) if folder.parent.is_dir() else []
@@ -434,18 +434,18 @@ def _load(path: str):
     """The graph in ``path``, read as ``convert`` reads it: ``.pb``/``.pbtxt`` (and a
     directory, to say what it holds) as a TensorFlow GraphDef, anything else as
     graphflow's JSON. Its nodes are "defined at" the file in error messages."""
-    from .serialization import load_graph
+    from ..serialization import load_graph
 
     try:
         if _is_saved_model(path):  # its signature's graph; the values stay in variables/
-            from .interop.saved_model import load_saved_model
+            from ..interop.saved_model import load_saved_model
             model = load_saved_model(path)
             print(f"read the SavedModel {path}: signature serving_default, "
                   f"{len(model.variables)} variable(s) whose values gf.load_saved_model "
                   f"restores from {os.path.join(path, 'variables')}", file=sys.stderr)
             return model.graph
         if os.path.isdir(path) or _READS.get(os.path.splitext(path)[1].lower()) == "tf":
-            from .interop.tf_import import import_tf_graph
+            from ..interop.tf_import import import_tf_graph
             if not os.path.exists(path):
                 raise CommandError(f"cannot read '{path}': No such file or directory")
             return import_tf_graph(path)
@@ -468,7 +468,7 @@ _GRAPH_HELP = ("a graph file: .pb/.pbtxt (a TensorFlow GraphDef), a SavedModel d
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line: one sub-parser per verb."""
-    from .version import __version__
+    from ..version import __version__
 
     parser = argparse.ArgumentParser(
         prog="graphflow", description="Look at, document, run and convert saved graphflow "
@@ -597,7 +597,7 @@ class _StderrFormatter(logging.Formatter):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv``; returns the exit status."""
-    from .errors import OpError
+    from ..errors import OpError
 
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on bad usage, 0 for --help/--version

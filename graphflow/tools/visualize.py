@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from .errors import InternalError, InvalidArgumentError, NotFoundError
+from ..errors import InternalError, InvalidArgumentError, NotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .graph import Graph, Operation
+    from ..graph import Graph, Operation
 
 #: Fill colour per requested device type ("" = no device requested).
 DEVICE_COLORS = {"cpu": "#dae8fc", "gpu": "#d5e8d4", "": "#ffffff"}
@@ -228,7 +228,7 @@ def install_to_dot(graph_class: type) -> None:
     """Give ``graph_class`` (graphflow's Graph) ``to_dot(**options)``: :func:`to_dot` of
     the graph. Installed from here, a tool, so that the data model needs no runtime."""
     def graph_to_dot(self, **options) -> str:
-        """Graphviz DOT text of the graph (see graphflow.visualize.to_dot)."""
+        """Graphviz DOT text of the graph (see graphflow.tools.visualize.to_dot)."""
         return to_dot(self, **options)
     graph_to_dot.__name__, graph_to_dot.__qualname__ = "to_dot", f"{graph_class.__name__}.to_dot"
     graph_class.to_dot = graph_to_dot

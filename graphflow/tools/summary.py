@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .graph import Graph
+from ..graph import Graph
 
 __all__ = ["FileWriter", "run_metadata_proto"]
 
@@ -35,7 +35,7 @@ def _tensorboardx():
         from tensorboardX.proto import event_pb2, summary_pb2
         from tensorboardX.record_writer import RecordWriter
     except ImportError as e:
-        from .interop.tf_proto import INSTALL_HINT
+        from ..interop.tf_proto import INSTALL_HINT
         raise ImportError(f"gf.summary writes TensorBoard event files with tensorboardX, "
                           f"which is not importable ({e}); install it with: {INSTALL_HINT}"
                           ) from e
@@ -47,7 +47,7 @@ def _run_metadata_classes():
     try:
         from tensorboard.compat.proto import config_pb2, step_stats_pb2
     except ImportError as e:
-        from .interop.tf_proto import FULL_INSTALL_HINT
+        from ..interop.tf_proto import FULL_INSTALL_HINT
         raise ImportError(f"add_run_metadata() needs TensorFlow's RunMetadata message, which "
                           f"tensorboardX lacks and the package tensorboard has ({e}); install "
                           f"it with: {FULL_INSTALL_HINT}") from e
@@ -112,7 +112,7 @@ class FileWriter:
     def add_graph(self, graph: Graph, global_step: int | None = None) -> None:
         """Show ``graph`` in TensorBoard's graph view: every node with its op type,
         inputs (``^name`` for control inputs), device, attrs and ``_output_shapes``."""
-        from .interop.tf_export import tf_graph_def
+        from ..interop.tf_export import tf_graph_def
 
         if not isinstance(graph, Graph):
             raise TypeError(f"add_graph() takes a gf.Graph, got {type(graph).__name__} "
@@ -143,7 +143,7 @@ class FileWriter:
         gf.RunOptions(trace=True), run_metadata=...)``) under ``tag``: TensorBoard's
         graph view then colours nodes by compute time and memory for that run. Each tag
         is used once per writer, as TensorFlow's."""
-        from .runtime import RunMetadata
+        from ..runtime import RunMetadata
 
         if not isinstance(run_metadata, RunMetadata):
             raise TypeError(f"add_run_metadata() takes a gf.RunMetadata, got "
@@ -196,7 +196,7 @@ def run_metadata_proto(run_metadata: Any):
     shapes, bytes allocated). A fused step is reported under its own name and, with the
     same times, under each graph node it computed, so those nodes show in the graph view."""
     config_pb2, step_stats_pb2 = _run_metadata_classes()
-    from .interop import tf_proto
+    from ..interop import tf_proto
 
     shapes = tf_proto.protos("tensorboard")  # the TensorShapeProto step_stats_pb2 uses
     # perf_counter times (what the trace records) -> epoch microseconds

@@ -78,14 +78,14 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import tf_bundle
-from .checkpoint_state import latest_checkpoint, write_state
-from .dtypes import dtype_of_array
-from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
-from .graph import Graph
-from .legacy_checkpoint import LegacyReader
-from .tf_bundle import data_filename, index_filename
-from .variables import Variable, global_variables
+from .. import tf_bundle
+from ..checkpoint_state import latest_checkpoint, write_state
+from ..dtypes import dtype_of_array
+from ..errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from ..graph import Graph
+from ..legacy_checkpoint import LegacyReader
+from ..tf_bundle import data_filename, index_filename
+from ..variables import Variable, global_variables
 
 #: The suffix TF 2's tf.train.Checkpoint gives a variable's key.
 TF2_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
@@ -212,7 +212,7 @@ class Saver:
         key = (id(v.graph), v.name)
         made = self._restore_ops.get(key)
         if made is None:
-            from .scope import Scope
+            from ..scope import Scope
             scope = Scope(v.graph).beside(v)
             placeholder = scope.placeholder(v.dtype, shape=v.shape, name=f"save/{v.name}/value")
             assign = scope.assign_variable_op(v.handle, placeholder,
@@ -222,7 +222,7 @@ class Saver:
 
     def _variables(self, sess) -> list[tuple[str, Variable]]:
         """(checkpoint name, Variable) pairs for a call with ``sess``."""
-        from .runtime import Session
+        from ..runtime import Session
 
         if not isinstance(sess, Session):
             raise TypeError(f"Saver needs a gf.Session, got {type(sess).__name__}")

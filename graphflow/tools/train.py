@@ -23,16 +23,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .builder import as_operand
-from .dtypes import DType, int32, int64
-from .errors import InvalidArgumentError, UnimplementedError
-from .graph import Graph, Operation, Output
-from .gradients import _gradients, is_differentiable
-from .indexed_slices import IndexedSlices
-from .scope import Scope
-from .shapes import TensorShape
-from .variables import Variable, global_variables
-from .registry import op_def as _op_def
+from ..builder import as_operand
+from ..dtypes import DType, int32, int64
+from ..errors import InvalidArgumentError, UnimplementedError
+from ..graph import Graph, Operation, Output
+from ..gradients import _gradients, is_differentiable
+from ..indexed_slices import IndexedSlices
+from ..scope import Scope
+from ..shapes import TensorShape
+from ..variables import Variable, global_variables
+from ..registry import op_def as _op_def
 from .saver import Saver, latest_checkpoint  # noqa: F401
 
 
@@ -212,7 +212,7 @@ def _rate_for(scope: Scope, rate: "float | Output", var: Variable) -> Output:
             raise InvalidArgumentError(f"learning_rate {rate.name} is from another graph than "
                                        f"variable '{var.name}'")
         if rate.shape != TensorShape([]):
-            from .ops.check_ops import AssertEqual
+            from ..ops.check_ops import AssertEqual
             rate = scope.create_op(
                 AssertEqual, rate, scope.shape(rate), scope.constant(np.zeros(0, np.int32)),
                 message=f"alpha is not a scalar: {{x}} (learning_rate '{rate.name}')",
@@ -418,7 +418,7 @@ class AdamOptimizer(_SlotOptimizer):
                                          use_locking=self.use_locking)
 
     def _apply_sparse(self, scope, grad, var):
-        from .ops.training_ops import SparseApplyAdam
+        from ..ops.training_ops import SparseApplyAdam
         return scope.create_op(SparseApplyAdam, var.handle, *self._inputs(scope, var),
                                grad.values, grad.indices, use_locking=self.use_locking,
                                name="SparseApplyAdam")

@@ -15,10 +15,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .builder import as_operand
-from .errors import InvalidArgumentError
-from .graph import Output
-from .indexed_slices import IndexedSlices
+from ..builder import as_operand
+from ..errors import InvalidArgumentError
+from ..graph import Output
+from ..indexed_slices import IndexedSlices
 
 
 @dataclass
@@ -46,8 +46,8 @@ def gradient_check(y: Any, xs: Any, values: Sequence[Any], *, delta: float | Non
     (default: a new CPU-and-GPU Session of the graph, closed afterwards).
     Returns one :class:`GradientCheck` per x; compare with ``max_error``.
     """
-    from .gradients import gradients
-    from .runtime import Session
+    from ..gradients import gradients
+    from ..runtime import Session
 
     y_out = as_operand(y)
     if y_out is None:
@@ -58,7 +58,7 @@ def gradient_check(y: Any, xs: Any, values: Sequence[Any], *, delta: float | Non
     if not isinstance(values, (list, tuple)) or len(values) != len(x_outs):
         raise InvalidArgumentError(
             f"gradient_check: pass one value per x ({len(x_outs)}), got {values!r}")
-    from .gradients import is_differentiable
+    from ..gradients import is_differentiable
     for what, t in [("y", y_out)] + [("x", x) for x in x_outs]:
         if not is_differentiable(t):
             raise TypeError(f"gradient_check: {what} '{t.name}' has dtype {t.dtype.name}; "
@@ -71,7 +71,7 @@ def gradient_check(y: Any, xs: Any, values: Sequence[Any], *, delta: float | Non
             raise InvalidArgumentError(f"gradient_check: value of shape {a.shape} for "
                                        f"'{x.name}' of shape {x.shape}")
     graph = y_out.graph
-    from .scope import Scope
+    from ..scope import Scope
     v = Scope(graph).with_sub_scope("gradient_check").placeholder(y_out.dtype, shape=y_out.shape,
                                                                    name="v")
     grads = gradients(y_out, x_outs, grad_ys=v)
