@@ -28,8 +28,10 @@ import keyword
 import re
 import sys
 import threading
+import types
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from collections.abc import Mapping
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -366,6 +368,49 @@ class KernelDef:
         return f"{self.device_type} ({'; '.join(parts)})"
 
 
+# -- interop ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TFForm:
+    """How an op is one node of a TensorFlow op in a GraphDef, both ways: written by
+    ``gf.export_tf_graph`` (graphflow/interop/tf_lowering.py) and read by
+    ``gf.import_tf_graph`` (tf_import_plan.py, tf_import.py). The node has the op's
+    inputs and its attrs, less ``dropped``, renamed by ``renamed``, with ``defaults``
+    added; declared with :func:`same_as_tf`."""
+
+    op: str  #: TensorFlow's op type
+    #: graphflow attr -> TensorFlow's name for it (ResourceScatterNd*: ``dtype`` is ``T``)
+    renamed: Mapping[str, str] = field(default_factory=dict)
+    #: TensorFlow attrs the op lacks: name -> (kind, the value TF's own graphs hold). A
+    #: GraphDef's node may hold only that value (any other changes the semantics) ...
+    defaults: Mapping[str, tuple[str, Any]] = field(default_factory=dict)
+    #: ... except these, of ``defaults``, which only hint at how to compute (never what):
+    #: read at any value (MatMul's grad_a, grad_b)
+    hints: frozenset = frozenset()
+    #: graphflow attrs TensorFlow's op lacks (left out of the node; GatherNd's batch_dims,
+    #: which its TF lowering computes first)
+    dropped: tuple[str, ...] = ()
+    #: other TensorFlow op types read as this op, of the same semantics (Add: AddV2)
+    aliases: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "renamed", types.MappingProxyType(dict(self.renamed)))
+        object.__setattr__(self, "defaults", types.MappingProxyType(dict(self.defaults)))
+        object.__setattr__(self, "hints", frozenset(self.hints))
+        object.__setattr__(self, "dropped", tuple(self.dropped))
+        object.__setattr__(self, "aliases", tuple(self.aliases))
+        if not self.hints <= set(self.defaults):
+            raise ValueError(f"TFForm {self.op}: hints {sorted(self.hints - set(self.defaults))} "
+                             f"are not among its defaults")
+
+    def describe(self) -> str:
+        """``Op`` or ``Op (T for dtype; + attr = value; - attr; also read from X)``."""
+        parts = [f"{theirs} for {ours}" for ours, theirs in self.renamed.items()]
+        parts += [f"+ {k} = {v!r}" for k, (_, v) in self.defaults.items()]
+        parts += [f"- {k}" for k in self.dropped]
+        parts += [f"also read from {a}" for a in self.aliases]
+        return self.op + (f" ({'; '.join(parts)})" if parts else "")
+
+
 # -- the op definition -----------------------------------------------------------
 @dataclass(eq=False)
 class OpDef:
@@ -405,6 +450,14 @@ class OpDef:
     #: it reads the value of the variable its first input is the handle of (a dense or a
     #: sparse read): what a gradient w.r.t. that variable sums over (graphflow/gradients.py)
     reads_variable: bool = False
+    #: its TensorFlow counterpart of one node (None: none of the same meaning; an export
+    #: lowering, ``exporters["tf"]``, may still write it as other TF ops)
+    tf: TFForm | None = None
+    #: format ("tf", "onnx") -> the function writing the op in it (registered with
+    #: ``@op.export(format)`` by graphflow/interop/'s modules)
+    exporters: dict[str, Callable] = field(default_factory=dict)
+    #: format -> ``check(op, ...) -> why this node cannot be written, or None``
+    export_checks: dict[str, Callable] = field(default_factory=dict)
 
     # derived at registration
     inferred_attrs: frozenset = frozenset()
@@ -463,6 +516,24 @@ class OpDef:
 
         def register(fn: Callable) -> Callable:
             self.lowerers[device_type] = fn
+            return fn
+        return register
+
+    def export(self, format: str) -> Callable:
+        """Register ``fn`` as how the op is written in ``format`` ("tf": a TensorFlow
+        GraphDef, ``fn(writer, op)``; "onnx": ``fn(emitter, op, inputs)``); the function
+        belongs to the exporter's module (graphflow/interop/), and what it takes and
+        returns is that exporter's (docs/extending.md, "Export to TensorFlow and ONNX")."""
+        def register(fn: Callable) -> Callable:
+            self.exporters[format] = fn
+            return fn
+        return register
+
+    def export_check(self, format: str) -> Callable:
+        """Register ``check(op, ...) -> str | None``: why a node of this op cannot be
+        written in ``format`` (None: it can), asked before anything is written."""
+        def register(fn: Callable) -> Callable:
+            self.export_checks[format] = fn
             return fn
         return register
 
@@ -584,6 +655,45 @@ class OpDef:
                 f"gradient: {self.gradient_description}>")
 
 
+def same_as_tf(*ops: "OpDef | str", **form: Any) -> None:
+    """Declare each op (an OpDef or its name) one node of TensorFlow's op of the same name
+    in a GraphDef: ``op.tf = TFForm(op.name, **form)`` (``renamed``, ``defaults``,
+    ``hints``, ``dropped``, ``aliases``: see :class:`TFForm`)."""
+    for op in ops:
+        d = op if isinstance(op, OpDef) else op_def(op)
+        d.tf = TFForm(d.name, **form)
+
+
+def exporters_of(format: str, checks: bool = False) -> Mapping[str, Callable]:
+    """A live, read-only view {op type: exporter} (or {op type: export check}) of the
+    registered ops, internal ones included, that have one for ``format``."""
+    return _ExportView(format, "export_checks" if checks else "exporters")
+
+
+class _ExportView(Mapping):
+    def __init__(self, format: str, table: str):
+        self.format, self.table = format, table
+
+    def _defs(self) -> list[OpDef]:
+        return [d for d in registered_ops(include_internal=True)
+                if self.format in getattr(d, self.table)]
+
+    def __getitem__(self, op_type: str) -> Callable:
+        d = _REGISTRY.get(op_type)
+        if d is None or self.format not in getattr(d, self.table):
+            raise KeyError(op_type)
+        return getattr(d, self.table)[self.format]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([d.name for d in self._defs()])
+
+    def __len__(self) -> int:
+        return len(self._defs())
+
+    def __repr__(self) -> str:
+        return f"<{self.table}[{self.format!r}] of {sorted(self)}>"
+
+
 def snake_case(name: str) -> str:
     """``TensorScatterUpdate`` -> ``tensor_scatter_update``, ``ConcatV2`` -> ``concat_v2``."""
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
@@ -660,4 +770,5 @@ INDEX_TYPES = _dt.INDEX_TYPES
 
 __all__ = ["Attr", "TypeAttr", "IntAttr", "BoolAttr", "FloatAttr", "StringAttr", "ShapeAttr",
            "TensorAttr", "IntListAttr", "TypeListAttr", "ShapeListAttr", "FuncAttr", "ArgSpec", "KernelDef", "OpDef", "register_op",
-           "op_def", "registered_ops", "on_register", "snake_case", "TensorShape"]
+           "op_def", "registered_ops", "on_register", "snake_case", "TensorShape",
+           "TFForm", "same_as_tf", "exporters_of"]

@@ -10,7 +10,7 @@ from graphflow.dtypes import FLOAT_TYPES, INDEX_TYPES, NON_STRING_TYPES, \
 from graphflow.errors import InvalidArgumentError
 from graphflow.inference import EMPTY_BOUNDS, bounds_rule, constant_value, value_bounds
 from graphflow.registry import BoolAttr, IntAttr, IntListAttr, ShapeAttr, TensorAttr, TypeAttr, \
-    op_def, register_op
+    op_def, register_op, same_as_tf
 from graphflow.shapes import TensorShape, debug_string
 
 from .cpu_index import lower_view
@@ -749,3 +749,9 @@ for _name in ("Shape", "Size", "Rank", "ZerosLike", "OnesLike"):
 op_def("Const").hoistable = True
 for _name in ("Reshape", "Squeeze", "ExpandDims"):
     op_def(_name).identity_when_same_shape = True  # dropped by the plan's simplification
+
+
+# TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
+same_as_tf("Const", "Placeholder", "Identity", "NoOp", "Shape", "Size", "Rank", "Reshape",
+           "Range", "Cast", "Fill", "ZerosLike", "OnesLike", "ExpandDims", "Squeeze", "ConcatV2",
+           "Pack", "StopGradient")

@@ -17,7 +17,7 @@ import numpy as np
 from graphflow.dtypes import COMPLEX_TYPES, FLOAT_TYPES, INTEGER_TYPES, NUMBER_TYPES, \
     REAL_NUMBER_TYPES, float32, int8, int16, int32, int64
 from graphflow.errors import InvalidArgumentError
-from graphflow.registry import BoolAttr, FloatAttr, StringAttr, TypeAttr, register_op
+from graphflow.registry import BoolAttr, FloatAttr, StringAttr, TypeAttr, register_op, same_as_tf
 from graphflow.shapes import TensorShape, debug_string
 
 from .math_ops import MIN_OUT_ELEMENTS, _broadcast_xy_shape, conj, incompatible_shapes, \
@@ -532,3 +532,13 @@ def _install() -> None:
 
 
 _install()
+
+
+# TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
+same_as_tf("Exp", "Log", "Log1p", "Expm1", "Sqrt", "Rsqrt", "Square", "Reciprocal", "Abs",
+           "Sign", "Floor", "Ceil", "Round", "Sigmoid", "Tanh", "Relu", "Relu6", "Elu", "Selu",
+           "Softplus", "Softsign", "LeakyRelu", "BiasAdd", Pow, SquaredDifference)
+same_as_tf(MatMul, defaults={"grad_a": ("bool", False), "grad_b": ("bool", False)},
+           hints=("grad_a", "grad_b"))  # how TF's kernel computes, never what
+same_as_tf(BatchMatMulV2, defaults={"grad_x": ("bool", False), "grad_y": ("bool", False)},
+           hints=("grad_x", "grad_y"))

@@ -9,7 +9,7 @@ import numpy as np
 from graphflow.dtypes import ALL_TYPES, COMPLEX_TYPES, FLOAT_TYPES, NON_STRING_TYPES, \
     NUMBER_TYPES, REAL_NUMBER_TYPES, non_string, string
 from graphflow.errors import InvalidArgumentError
-from graphflow.registry import TypeAttr, register_op
+from graphflow.registry import TypeAttr, register_op, same_as_tf
 from graphflow.shapes import TensorShape, debug_string
 
 from . import gpu_math
@@ -384,3 +384,10 @@ FloorDiv = _integer_division(
 FloorMod = _integer_division(
     "FloorMod", np.mod, "x - y * (x // y) for integers: the remainder has the sign of y "
     "(Python's %); a zero divisor is an error.", aliases=("floormod", "mod"))
+
+
+# TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
+same_as_tf(Add, aliases=("AddV2",))  # AddV2: what TF 2 writes for +, the same semantics
+same_as_tf(Sub, Mul, RealDiv, "Maximum", "Minimum", "Less", "Greater", "Neg", "LogicalAnd",
+           "LogicalOr", "LogicalNot", "SelectV2", "Conj", FloorDiv, FloorMod)
+same_as_tf("Equal", "NotEqual", defaults={"incompatible_shape_error": ("bool", True)})

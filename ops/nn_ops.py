@@ -14,7 +14,7 @@ import numpy as np
 
 from graphflow.dtypes import FLOAT_TYPES, int32, int64
 from graphflow.errors import InvalidArgumentError
-from graphflow.registry import TypeAttr, register_op
+from graphflow.registry import TypeAttr, register_op, same_as_tf
 from graphflow.shapes import TensorShape, debug_string
 
 from .math_ops import sum_to_shape_of
@@ -495,3 +495,8 @@ def _install() -> None:
 
 
 _install()
+
+
+# TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
+same_as_tf("Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
+           "SparseSoftmaxCrossEntropyWithLogits", "L2Loss")

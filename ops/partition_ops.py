@@ -21,7 +21,7 @@ import numpy as np
 
 from graphflow.dtypes import NON_STRING_TYPES
 from graphflow.errors import InvalidArgumentError
-from graphflow.registry import IntAttr, TypeAttr, register_op
+from graphflow.registry import IntAttr, TypeAttr, register_op, same_as_tf
 from graphflow.shapes import TensorShape, debug_string
 
 from . import gpu_index, partition_loops
@@ -356,3 +356,7 @@ def _stitch_winners(ctx, indices):
 
 
 StitchWinners.not_differentiable()
+
+
+# TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
+same_as_tf("DynamicPartition", "DynamicStitch", "ParallelDynamicStitch")

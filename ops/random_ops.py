@@ -45,7 +45,8 @@ from graphflow.dtypes import DType, as_dtype, float16, float32, float64, int32, 
     uint32, uint64
 from graphflow.errors import InvalidArgumentError
 from graphflow.graph import Graph, Output
-from graphflow.registry import INDEX_TYPES, NON_STRING_TYPES, IntAttr, TypeAttr, register_op
+from graphflow.registry import (INDEX_TYPES, NON_STRING_TYPES, IntAttr, TypeAttr, register_op,
+                                same_as_tf)
 from graphflow.scope import Scope
 from graphflow.shapes import TensorShape
 
@@ -667,3 +668,9 @@ BUILDERS: dict[str, Callable] = {
 }
 for _name, _builder in BUILDERS.items():
     setattr(Scope, _name, _builder)
+
+
+# TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
+same_as_tf("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt",
+           "RandomShuffle", "StatelessRandomUniform", "StatelessRandomNormal",
+           "StatelessTruncatedNormal", "StatelessRandomUniformInt", "StatelessRandomUniformFullInt")

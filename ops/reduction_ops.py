@@ -17,7 +17,7 @@ from graphflow.errors import InvalidArgumentError
 from graphflow.graph import Output
 from graphflow.inference import constant_value
 from graphflow.lowering import Lowering, dtype_literal, shape_literal
-from graphflow.registry import BoolAttr, IntAttr, TypeAttr, register_op
+from graphflow.registry import BoolAttr, IntAttr, TypeAttr, register_op, same_as_tf
 from graphflow.scope import Scope
 from graphflow.shapes import TensorShape, debug_string
 
@@ -460,3 +460,7 @@ BroadcastGradientArgs.not_differentiable()
 
 Sum.identity_over_no_axes = True  # dropped by the plan's simplification
 BroadcastTo.identity_when_same_shape = True
+
+
+# TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
+same_as_tf(Sum, "AddN", BroadcastTo, BroadcastGradientArgs)

@@ -23,7 +23,7 @@ import numpy as np
 from graphflow.dtypes import INDEX_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, bool_, int32
 from graphflow.errors import InvalidArgumentError
 from graphflow.lowering import Lowering, dtype_literal
-from graphflow.registry import BoolAttr, TypeAttr, register_op
+from graphflow.registry import BoolAttr, TypeAttr, register_op, same_as_tf
 from graphflow.scope import Scope
 
 from .jit import kernel
@@ -331,3 +331,8 @@ for _op, _name in ((Mean, "reduce_mean"), (Max, "reduce_max"), (Min, "reduce_min
 
 for _op in (Max, Min):
     _op.identity_over_no_axes = True  # dropped by the plan's simplification
+
+
+# TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
+same_as_tf(Mean, Max, Min)
+same_as_tf(Any, All, dropped=("T",))  # TF's take bools only

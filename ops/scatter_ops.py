@@ -41,7 +41,7 @@ from graphflow.dtypes import ALL_TYPES, FLOAT_TYPES, NON_STRING_TYPES, NUMBER_TY
     REAL_NUMBER_TYPES, int16, int32, int64, non_string, uint16
 from graphflow.errors import InvalidArgumentError
 from graphflow.indexed_slices import IndexedSlices
-from graphflow.registry import IntAttr, StringAttr, TypeAttr, register_op
+from graphflow.registry import IntAttr, StringAttr, TypeAttr, register_op, same_as_tf
 from graphflow.shapes import TensorShape, debug_string
 
 from . import gpu_index
@@ -883,6 +883,13 @@ def _batch_index_tuples_kernel(ctx, params_shape, indices):
 
 
 BatchIndexTuples.not_differentiable()
+
+
+
+# TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
+same_as_tf("ScatterNd", "TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub",
+           "TensorScatterMin", "TensorScatterMax")
+same_as_tf("GatherNd", dropped=("batch_dims",))  # TF's has none: its export lowers it first
 
 
 __all__ = ["ScatterNd", "TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub",

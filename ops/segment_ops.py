@@ -51,7 +51,7 @@ from graphflow.errors import InvalidArgumentError
 from graphflow.graph import Output
 from graphflow.inference import constant_value
 from graphflow.lowering import Lowering, dtype_literal, shape_literal
-from graphflow.registry import TypeAttr, register_op
+from graphflow.registry import TypeAttr, register_op, same_as_tf
 from graphflow.scope import Scope
 from graphflow.shapes import TensorShape, debug_string
 
@@ -802,3 +802,8 @@ def _segment_prod_grad(g, grad):
     ids = g.op.inputs[1]
     return [_prod_grad(g, grad, lambda s, x: s.segment_sum(x, ids),
                        lambda s, x: s.segment_prod(x, ids)), None]
+
+
+# TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
+same_as_tf("UnsortedSegmentSum", "UnsortedSegmentMax", "UnsortedSegmentMin", "UnsortedSegmentProd",
+           "SegmentSum", "SegmentMean", "SegmentMax", "SegmentMin", "SegmentProd")

@@ -31,7 +31,7 @@ from graphflow.dtypes import ALL_TYPES, INDEX_TYPES, NON_STRING_TYPES, NUMBER_TY
     uint8, uint16
 from graphflow.errors import InvalidArgumentError
 from graphflow.graph import Output
-from graphflow.registry import BoolAttr, IntAttr, TypeAttr, register_op
+from graphflow.registry import BoolAttr, IntAttr, TypeAttr, register_op, same_as_tf
 from graphflow.scope import Scope
 from graphflow.shapes import TensorShape, debug_string
 
@@ -558,3 +558,7 @@ for _op in (ArgMax, ArgMin, OneHot, Where, Unique):
 for _name, _fn in (("argmax", argmax), ("argmin", argmin), ("top_k", top_k),
                    ("one_hot", one_hot), ("where", where), ("split", split)):
     setattr(Scope, _name, _fn)  # TF's Python signatures, in place of the raw ops' builders
+
+
+# TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
+same_as_tf("ArgMax", "ArgMin", "TopKV2", "OneHot", "Where", "Split", "SplitV", "Unique")

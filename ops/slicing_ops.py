@@ -11,7 +11,7 @@ from graphflow.builder import as_operand
 from graphflow.dtypes import INDEX_TYPES, NON_STRING_TYPES, int32
 from graphflow.errors import InvalidArgumentError
 from graphflow.inference import constant_value, shape_from_tensor
-from graphflow.registry import IntAttr, TypeAttr, register_op
+from graphflow.registry import IntAttr, TypeAttr, register_op, same_as_tf
 from graphflow.scope import Scope
 from graphflow.shapes import TensorShape, debug_string
 
@@ -256,3 +256,7 @@ def _pad_grad(g, grad):
 @Unpack.gradient
 def _unpack_grad(g, *grads):
     return [g.scope.pack(list(grads), axis=g.attr("axis"))]
+
+
+# TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
+same_as_tf("Slice", "Pad", "Unpack")

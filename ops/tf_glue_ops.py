@@ -14,7 +14,7 @@ import numpy as np
 from graphflow.dtypes import INDEX_TYPES, NON_STRING_TYPES, NUMBER_TYPES, int32
 from graphflow.errors import InvalidArgumentError, UnimplementedError
 from graphflow.indexed_slices import IndexedSlices
-from graphflow.registry import BoolAttr, IntAttr, TypeAttr, register_op
+from graphflow.registry import BoolAttr, IntAttr, TypeAttr, register_op, same_as_tf
 from graphflow.inference import constant_value
 from graphflow.lowering import Lowering
 from graphflow.shapes import MAX_RANK, TensorShape, debug_string
@@ -608,3 +608,8 @@ VarIsInitializedOp.not_differentiable()
 
 
 Prod.identity_over_no_axes = True  # dropped by the plan's simplification
+
+
+# TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
+same_as_tf("StridedSlice", "StridedSliceGrad", "GatherV2", Prod, "Transpose", "Tile",
+           VarIsInitializedOp)

@@ -52,7 +52,7 @@ import numpy as np
 
 from graphflow.dtypes import NUMBER_TYPES, int32, int64
 from graphflow.errors import InvalidArgumentError
-from graphflow.registry import BoolAttr, OpDef, TypeAttr, register_op
+from graphflow.registry import BoolAttr, OpDef, TypeAttr, register_op, same_as_tf
 from graphflow.shapes import TensorShape, debug_string
 
 from .variable_ops import _locked, _variable_of, handle_attrs
@@ -429,3 +429,9 @@ ResourceSparseApplyCenteredRMSProp = _update_op(
     "g * (1 - rho), "
     "mom[i] = mom[i] * momentum + rsqrt(ms[i] + epsilon - mg[i]^2) * lr * g, var[i] -= mom[i].",
     sparse=True)
+
+
+# TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
+same_as_tf("ResourceApplyMomentum", "ResourceSparseApplyMomentum", "ResourceApplyAdam",
+           "ResourceApplyRMSProp", "ResourceApplyCenteredRMSProp", "ResourceSparseApplyRMSProp",
+           "ResourceSparseApplyCenteredRMSProp")

@@ -30,7 +30,7 @@ from graphflow.dtypes import ALL_TYPES, NUMBER_TYPES, REAL_NUMBER_TYPES, bool_, 
 from graphflow.errors import InvalidArgumentError
 from graphflow.functions import outer_source
 from graphflow.lowering import Lowering, shape_literal
-from graphflow.registry import ShapeAttr, StringAttr, TypeAttr, register_op
+from graphflow.registry import ShapeAttr, StringAttr, TypeAttr, register_op, same_as_tf
 from graphflow.shapes import TensorShape, debug_string
 
 from . import scatter_loops
@@ -565,3 +565,16 @@ for _read in (VarHandleOp, ReadVariableOp, ResourceGather):
 for _read in (ReadVariableOp, ResourceGather):
     _read.reads_variable = True  # a gradient w.r.t. the variable sums over these
 VarHandleOp.hoistable = True  # no value read, never fails: before a segment, not ending it
+
+
+# TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
+same_as_tf(VarHandleOp, defaults={"container": ("string", ""), "debug_name": ("string", ""),
+                                "allowed_devices": ("list(string)", ())})
+same_as_tf(ReadVariableOp, "AssignAddVariableOp", "AssignSubVariableOp")
+same_as_tf("AssignVariableOp", defaults={"validate_shape": ("bool", False)})
+same_as_tf(ResourceGather, defaults={"batch_dims": ("int", 0), "validate_indices": ("bool", True)})
+same_as_tf("ResourceApplyAdagrad", "ResourceSparseApplyAdagrad",
+           defaults={"use_locking": ("bool", False), "update_slots": ("bool", True)})
+same_as_tf("ResourceScatterNdAdd", "ResourceScatterNdSub", "ResourceScatterNdMin",
+           "ResourceScatterNdMax", "ResourceScatterNdUpdate", renamed={"dtype": "T"},
+           defaults={"use_locking": ("bool", True)})

@@ -19,7 +19,7 @@ from graphflow.traversal import reachable
 from . import onnx_lowering_math  # noqa: F401  (files the math and nn ops' lowerings)
 from .onnx_lowering_control import function_ops, functions_of  # (and files If's, While's)
 from . import onnx_lowering_random  # noqa: F401  (files the random ops' lowerings)
-from .onnx_lowering import CHECKS, LOWERINGS, Emitter, elem_type, lower_ops
+from .onnx_lowering import Emitter, elem_type, lower_ops
 
 #: The ONNX opsets this exporter writes (ScatterND's min/max reductions need 18).
 MIN_OPSET = 18
@@ -213,7 +213,7 @@ def _refuse_what_onnx_cannot_express(ops: list[Operation], waited: list[Operatio
                 f"outputs but is not listed in inputs", op.name, op.type)
     problems: dict[str, list[str]] = {}
     for op in waited:
-        if op.op_def.stateful and op.type not in LOWERINGS:
+        if op.op_def.stateful and "onnx" not in op.op_def.exporters:
             problems.setdefault(f"{op.type} (it updates state, and an exported op waits for "
                                 f"it; an ONNX graph is for inference)", []).append(op.name)
     _refuse_ops(ops, fed, session, opset, "", problems)
@@ -242,7 +242,7 @@ def _refuse_ops(ops: list[Operation], fed: set, session: Any, opset: int, where:
 def _why_not(op: Operation, session: Any, opset: int) -> str | None:
     """Why ``op`` cannot be exported, or None."""
     dtypes = [t.dtype for t in list(op.inputs) + list(op.outputs)]
-    if op.type not in LOWERINGS:
+    if "onnx" not in op.op_def.exporters:
         if op.op_def.stateful:
             return f"{op.type} (it updates state; an ONNX graph is for inference)"
         return f"{op.type} (no ONNX lowering)"
@@ -250,7 +250,8 @@ def _why_not(op: Operation, session: Any, opset: int) -> str | None:
         return f"{op.type} on complex tensors (ONNX has no complex arithmetic)"
     if op.type in ("VarHandleOp", "ReadVariableOp", "ResourceGather") and session is None:
         return f"{op.type} (a variable: pass session= to freeze its value as a constant)"
-    reason = CHECKS.get(op.type, lambda op, opset: None)(op, opset)
+    check = op.op_def.export_checks.get("onnx")
+    reason = check(op, opset) if check is not None else None
     return f"{op.type} {reason}" if reason else None
 
 

@@ -1,6 +1,7 @@
-"""The ONNX lowering of each op: ``LOWERINGS[op_type](em, op, inputs)`` adds the ONNX
-nodes computing ``op``'s outputs through an :class:`Emitter` and returns their value
-names; ``CHECKS[op_type](op, opset)`` says why a node cannot be lowered, or None.
+"""The ONNX lowering of each op: ``op_def.exporters["onnx"](em, op, inputs)`` (filed with
+``@lowering(*op_types)``) adds the ONNX nodes computing ``op``'s outputs through an
+:class:`Emitter` and returns their value names; ``op_def.export_checks["onnx"](op,
+opset)`` (``@check``) says why a node cannot be lowered, or None.
 
 Every lowering keeps TensorFlow's semantics exactly, also where ONNX leaves a case
 undefined or counts from the end (and where tf2onnx's lowerings are wrong):
@@ -18,7 +19,7 @@ undefined or counts from the end (and where tf2onnx's lowerings are wrong):
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -26,32 +27,36 @@ from graphflow.dtypes import (DType, bool_ as _BOOL, float32, int8, int16, int32
                               int64, uint8, uint16, uint32, uint64)
 from graphflow.graph import Operation, Output
 from graphflow.inference import constant_value
+from graphflow.registry import OpDef, exporters_of, op_def
 
-#: op type -> lowering(em, op, inputs) -> ONNX value names of the op's outputs
-LOWERINGS: dict[str, Callable[["Emitter", Operation, list], list]] = {}
+#: op type -> lowering(em, op, inputs) -> ONNX value names of the op's outputs: a view of
+#: the OpDefs' ``exporters["onnx"]``, which ``@lowering`` fills
+LOWERINGS: Mapping[str, Callable[["Emitter", Operation, list], list]] = exporters_of("onnx")
 
 INT64_MAX = np.iinfo(np.int64).max
 
 
-def _registrar(table: dict, what: str) -> Callable:
-    """A decorator factory: ``@decorator(*op_types)`` files a function in ``table``."""
+def _registrar(register: Callable[[OpDef], Callable], what: str) -> Callable:
+    """A decorator factory: ``@decorator(*op_types)`` files a function on each op's OpDef
+    (``register(op_def)`` gives the OpDef's decorator)."""
     def decorator(*op_types: str):
-        def register(fn):
+        def register_all(fn):
             for op_type in op_types:
-                table[op_type] = fn
+                register(op_def(op_type))(fn)
             return fn
-        return register
+        return register_all
     decorator.__doc__ = f"Register the decorated function as the {what} of ``op_types``."
     return decorator
 
 
-lowering = _registrar(LOWERINGS, "ONNX lowering")
+lowering = _registrar(lambda d: d.export("onnx"), "ONNX lowering")
 
 
-#: op type -> check(op, opset) -> why it cannot be exported, or None
-CHECKS: dict[str, Callable[[Operation, int], str | None]] = {}
+#: op type -> check(op, opset) -> why it cannot be exported, or None: a view of the
+#: OpDefs' ``export_checks["onnx"]``, which ``@check`` fills
+CHECKS: Mapping[str, Callable[[Operation, int], str | None]] = exporters_of("onnx", checks=True)
 
-check = _registrar(CHECKS, "export-time check")
+check = _registrar(lambda d: d.export_check("onnx"), "export-time check")
 
 
 def elem_type(onnx, dtype: DType) -> int:
@@ -234,22 +239,28 @@ def lower_ops(em: Emitter, ops: Sequence[Operation], fed: set) -> None:
         if all(o in fed for o in op.outputs):
             continue
         em.begin(op)
-        names = LOWERINGS[op.type](em, op, [em.values.get(i) for i in op.inputs])
+        names = op.op_def.exporters["onnx"](em, op, [em.values.get(i) for i in op.inputs])
         em.end(op, names)
         for out, value in zip(op.outputs, names):
             em.values.setdefault(out, value)
 
 # -- element-wise math ---------------------------------------------------------------------------
-_SIMPLE = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "RealDiv": "Div", "Maximum": "Max",
-           "Minimum": "Min", "Equal": "Equal", "Less": "Less", "Greater": "Greater",
-           "LogicalAnd": "And", "LogicalOr": "Or", "LogicalNot": "Not", "Neg": "Neg",
-           "SelectV2": "Where", "Identity": "Identity", "StopGradient": "Identity"}
+def _simple(onnx_op: str, positions: Sequence[int] | None = None) -> Callable:
+    """The lowering of an op that is ``onnx_op``, one node (of the last input's dtype at
+    ``positions``, all by default: ``Emitter.typed``)."""
+    def lower(em: Emitter, op: Operation, ins: list) -> list:
+        return [em.typed(onnx_op, ins, op.inputs[-1].dtype, positions)]
+    lower.__name__ = lower.__qualname__ = f"_simple_{onnx_op}"
+    return lower
 
 
-@lowering(*_SIMPLE)
-def _simple(em: Emitter, op: Operation, ins: list) -> list:
-    return [em.typed(_SIMPLE[op.type], ins, op.inputs[-1].dtype,
-                     [1, 2] if op.type == "SelectV2" else None)]
+for _op, _onnx in (("Add", "Add"), ("Sub", "Sub"), ("Mul", "Mul"), ("RealDiv", "Div"),
+                   ("Maximum", "Max"), ("Minimum", "Min"), ("Equal", "Equal"), ("Less", "Less"),
+                   ("Greater", "Greater"), ("LogicalAnd", "And"), ("LogicalOr", "Or"),
+                   ("LogicalNot", "Not"), ("Neg", "Neg"), ("Identity", "Identity"),
+                   ("StopGradient", "Identity")):
+    lowering(_op)(_simple(_onnx))
+lowering("SelectV2")(_simple("Where", [1, 2]))  # the condition stays bool
 
 
 @check("Add")

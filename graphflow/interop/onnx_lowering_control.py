@@ -1,5 +1,5 @@
-"""ONNX lowerings of the functional control-flow ops (ops/control_flow_ops.py), filed in
-``onnx_lowering.LOWERINGS``: If / StatelessIf become ONNX ``If``, While / StatelessWhile
+"""ONNX lowerings of the functional control-flow ops (ops/control_flow_ops.py), filed on
+their OpDefs (``exporters["onnx"]``): If / StatelessIf become ONNX ``If``, While / StatelessWhile
 ONNX ``Loop``.
 
 A graph function (a branch, a loop's cond or body) is lowered with the same lowerings as

@@ -1,5 +1,5 @@
 """ONNX lowerings of the dense math, reductions and nn ops (ops/dense_math_ops.py,
-ops/reductions.py, ops/nn_ops.py), filed in ``onnx_lowering.LOWERINGS``.
+ops/reductions.py, ops/nn_ops.py), filed on each op's OpDef (``exporters["onnx"]``).
 
 ONNX has most of them under their own names (opset 18: reductions take their axes as
 an input); the rest are a few ONNX nodes with TensorFlow's results: Log1p, Expm1,
@@ -8,6 +8,8 @@ and a masked sum), L2Loss.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from graphflow.dtypes import bool_, int8, int64, uint8
@@ -15,16 +17,19 @@ from graphflow.graph import Operation
 
 from .onnx_lowering import Emitter, check, lowering
 
-#: graphflow op -> the ONNX op of the same meaning, one node
-SAME_MEANING = {"Exp": "Exp", "Log": "Log", "Sqrt": "Sqrt", "Abs": "Abs", "Sign": "Sign",
-                "Floor": "Floor", "Ceil": "Ceil", "Round": "Round", "Sigmoid": "Sigmoid",
-                "Tanh": "Tanh", "Relu": "Relu", "Softplus": "Softplus", "Softsign": "Softsign",
-                "Reciprocal": "Reciprocal", "Pow": "Pow", "Selu": "Selu"}
+def _same_meaning(onnx_op: str) -> Callable:
+    """The lowering of an op that is ``onnx_op``, one node."""
+    def lower(em: Emitter, op: Operation, ins: list) -> list:
+        return [em.node(onnx_op, ins)]
+    lower.__name__ = lower.__qualname__ = f"_same_meaning_{onnx_op}"
+    return lower
 
 
-@lowering(*SAME_MEANING)
-def _same_meaning(em: Emitter, op: Operation, ins: list) -> list:
-    return [em.node(SAME_MEANING[op.type], ins)]
+#: the graphflow ops of the same meaning as the ONNX op of their name, one node
+SAME_MEANING = ("Exp", "Log", "Sqrt", "Abs", "Sign", "Floor", "Ceil", "Round", "Sigmoid", "Tanh",
+                "Relu", "Softplus", "Softsign", "Reciprocal", "Pow", "Selu")
+for _op in SAME_MEANING:
+    lowering(_op)(_same_meaning(_op))
 
 
 @check(*SAME_MEANING, "Log1p", "Expm1", "Rsqrt", "Elu", "LeakyRelu", "Relu6", "MatMul",

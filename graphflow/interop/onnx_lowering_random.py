@@ -1,4 +1,4 @@
-"""ONNX lowerings of the random ops (ops/random_ops.py), filed in ``onnx_lowering.LOWERINGS``.
+"""ONNX lowerings of the random ops (ops/random_ops.py), filed on their OpDefs.
 
 ONNX draws numbers with RandomUniform / RandomNormal, whose ``shape`` is an attribute:
 a shape the export knows is written there; a shape known only at run time becomes
@@ -24,6 +24,7 @@ op's export is not a pure function of its seed there.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
@@ -145,16 +146,19 @@ def _truncated_normal(em: Emitter, op: Operation, dtype: DType, dims: Dims) -> s
     return x if dtype == float32 else em.cast(x, dtype)
 
 
-_FLOAT_DRAWS = {"RandomUniform": _uniform, "StatelessRandomUniform": _uniform,
-                "RandomStandardNormal": _normal, "StatelessRandomNormal": _normal,
-                "TruncatedNormal": _truncated_normal,
-                "StatelessTruncatedNormal": _truncated_normal}
+def _random_float(sampler: Callable) -> Callable:
+    """The lowering of a float draw made by ``sampler(em, op, dtype, dims)``."""
+    def lower(em: Emitter, op: Operation, ins: list) -> list:
+        dims = _out_dims(em, op, ins[0])
+        return [sampler(em, op, op.attrs["dtype"], dims)]
+    lower.__name__ = lower.__qualname__ = f"_random_float{sampler.__name__}"
+    return lower
 
 
-@lowering(*_FLOAT_DRAWS)
-def _random_float(em: Emitter, op: Operation, ins: list) -> list:
-    dims = _out_dims(em, op, ins[0])
-    return [_FLOAT_DRAWS[op.type](em, op, op.attrs["dtype"], dims)]
+for _float_ops, _sampler in ((("RandomUniform", "StatelessRandomUniform"), _uniform),
+                             (("RandomStandardNormal", "StatelessRandomNormal"), _normal),
+                             (("TruncatedNormal", "StatelessTruncatedNormal"), _truncated_normal)):
+    lowering(*_float_ops)(_random_float(_sampler))
 
 
 # -- integers ------------------------------------------------------------------------------

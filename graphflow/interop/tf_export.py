@@ -2,10 +2,11 @@
 
 Each node is written as the TensorFlow op it stands for, under TensorFlow 2.21's op and
 attr names, so that TF's ``tf.compat.v1.import_graph_def`` runs it with graphflow's
-results; what TF's ops do not do as graphflow's do is lowered to ops TF has (the tables
-and lowerings: ``tf_lowering``). Any other op (user ops, the ops compiled plans make)
-is refused in one UnimplementedError that names every such node. This module writes
-the nodes: names, tensor references, resource types, attrs, ``_output_shapes``.
+results; what TF's ops do not do as graphflow's do is lowered to ops TF has (each op's
+``OpDef.tf`` and ``OpDef.exporters["tf"]``; the lowerings: ``tf_lowering``). Any other op
+(user ops, the ops compiled plans make) is refused in one UnimplementedError that names
+every such node. This module writes the nodes: names, tensor references, resource
+types, attrs, ``_output_shapes``.
 
 ``tf_graph_def(graph, strict=False)`` writes every node as it is instead (graphflow's
 op types and attrs): the picture of the graph that TensorBoard shows
@@ -24,8 +25,8 @@ from ..functions import Function
 from ..graph import Graph, Operation, Output
 from ..shapes import TensorShape
 from . import tf_proto
-from .tf_lowering import (DROPPED, LOWERINGS, RESOURCE_OPS, SAME_AS_TF, TF_DEFAULTS, kinded_attrs,
-                          has_tf_counterpart, tf_form)
+from . import tf_lowering
+from .tf_lowering import kinded_attrs, has_tf_counterpart, tf_form
 
 #: GraphDef.versions.producer of the graphs TensorFlow 2.21 writes.
 TF_PRODUCER = 2474
@@ -128,7 +129,7 @@ class _Writer:
     def write(self, op: Operation) -> None:
         """Add ``op`` (lowered where TF needs it) and record its outputs' references."""
         if self.strict:
-            lower = LOWERINGS.get(op.type)
+            lower = op.op_def.exporters.get("tf")
             refs = lower(self, op) if lower is not None else None
             if refs is None:
                 refs = self.write_as_is(op, *tf_form(op))
@@ -234,6 +235,14 @@ def export_tf_graph(graph: Graph, path: "str | os.PathLike", clear_devices: bool
     with open(path, "wb") as f:
         f.write(data)
     return graph_def
+
+
+def __getattr__(name: str) -> Any:
+    """``SAME_AS_TF``, ``RESOURCE_OPS``, ``TF_DEFAULTS``, ``DROPPED``, ``LOWERINGS``: the
+    views of the OpDefs that ``tf_lowering`` gives."""
+    if name in ("SAME_AS_TF", "RESOURCE_OPS", "TF_DEFAULTS", "DROPPED", "LOWERINGS"):
+        return getattr(tf_lowering, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["export_tf_graph", "tf_graph_def", "has_tf_counterpart", "SAME_AS_TF", "DROPPED",

@@ -13,8 +13,10 @@ and returned only when every node was built):
    (kind, and the inferred type attrs against what the inputs give).
 
 Ops are TensorFlow's own where graphflow registers them; ``AddV2`` maps to ``Add``
-(identical semantics). Attrs whose names start with ``_`` (``_output_shapes``,
-``_class``...) are TensorFlow's bookkeeping and ignored.
+(identical semantics: Add's ``TFForm.aliases``), and each op's TFForm (``op_def.tf``)
+names TF's attrs for it (T for dtype), the ones graphflow lacks and their defaults. Attrs
+whose names start with ``_`` (``_output_shapes``, ``_class``...) are TensorFlow's
+bookkeeping and ignored.
 """
 from __future__ import annotations
 
@@ -31,22 +33,10 @@ from ..graph import Graph, Operation, Output
 from ..registry import OpDef
 from . import tf_proto as tp
 from .tf_functions import FunctionLibrary
-from .tf_import_plan import (LIBRARY_FIELD, OP_ALIASES, REF, V1_CONTROL_FLOW, Node, Planner,
-                             check_refs, error, topological)
+from .tf_import_plan import (LIBRARY_FIELD, REF, V1_CONTROL_FLOW, Node, Planner, check_refs,
+                             error, op_aliases, topological)
 from .tf_v1_control_flow import convert_v1_control_flow
 
-#: Attrs TensorFlow has and graphflow's op lacks, accepted when they hold this value
-#: (TensorFlow's default); any other value would change the semantics and is refused.
-_DEFAULT_ONLY_ATTRS = {("Equal", "incompatible_shape_error"): True,
-                       ("NotEqual", "incompatible_shape_error"): True,
-                       ("VarHandleOp", "container"): "", ("VarHandleOp", "allowed_devices"): (),
-                       ("AssignVariableOp", "validate_shape"): False,
-                       ("ResourceGather", "batch_dims"): 0,
-                       ("ResourceApplyAdagrad", "update_slots"): True,
-                       ("ResourceSparseApplyAdagrad", "update_slots"): True}
-#: Attrs of TensorFlow's that only hint at how to compute (never what): accepted at any value.
-_HINT_ATTRS = {("MatMul", "grad_a"), ("MatMul", "grad_b"), ("BatchMatMulV2", "grad_x"),
-               ("BatchMatMulV2", "grad_y")}
 #: GraphDef's fields (graph.proto) by number, with the wire type each is written with:
 #: node, library, version (an int), versions, debug_info.
 _GRAPHDEF_FIELDS = {1: 2, LIBRARY_FIELD: 2, 3: 0, 4: 2, 5: 2}
@@ -255,14 +245,19 @@ def _arg_lengths(n: Node, op_def: OpDef, count: int) -> tuple[int, ...]:
 
 def _user_attrs(n: Node, op_def: OpDef) -> dict[str, Any]:
     """The attrs a user passes to the builder, read from the NodeDef's; an attr the op
-    lacks is an error unless it holds the only value graphflow implements."""
+    lacks is an error unless its TFForm (``op_def.tf``) says TF's graphs hold it: then
+    it must hold TF's default, the only value graphflow implements (any other would
+    change the semantics), unless it only hints at how to compute (``TFForm.hints``:
+    accepted at any value)."""
     kwargs = {}
+    form = op_def.tf
     for key, got in n.attrs.items():
         spec = op_def.attrs.get(key)
-        if spec is None and (n.op, key) in _HINT_ATTRS:
+        if spec is None and form is not None and key in form.hints:
             continue
         if spec is None:
-            default = _DEFAULT_ONLY_ATTRS.get((n.op, key), _MISSING)
+            default = form.defaults[key][1] if form is not None and key in form.defaults \
+                else _MISSING
             value = got[1].decode() if isinstance(got[1], bytes) else got[1]
             if default is not _MISSING and value == default:
                 continue
@@ -416,7 +411,7 @@ def import_tf_graph(source: Any, input_map: Mapping[str, Any] | None = None) -> 
     mapped: dict[str, Output] = {}
 
     def op_of(n: Node) -> OpDef:
-        return planner.ops.get(n.op) or planner.ops[OP_ALIASES[n.op]]
+        return planner.ops.get(n.op) or planner.ops[planner.aliases[n.op]]
 
     library = FunctionLibrary(planner.bodies, op_of)
     for n in order:
@@ -430,6 +425,12 @@ def import_tf_graph(source: Any, input_map: Mapping[str, Any] | None = None) -> 
         for op in graph.operations():
             op.site = os.fspath(source)
     return graph
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OP_ALIASES":  # the former table: a view of the OpDefs
+        return op_aliases()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["import_tf_graph", "read_graph_def", "OP_ALIASES"]

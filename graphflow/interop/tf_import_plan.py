@@ -24,15 +24,9 @@ from ..registry import registered_ops
 from ..traversal import stable_topological_order
 from . import tf_proto as tp
 
-#: TensorFlow op types imported as a graphflow op of another name (same semantics).
-OP_ALIASES = {"AddV2": "Add"}
 #: Attrs that change no result, accepted at any value: graphflow's variable updates always
 #: hold the variable's lock; names for debuggers; an index check TF itself ignores.
 _INERT_ATTRS = frozenset({"use_locking", "debug_name", "validate_indices"})
-#: TensorFlow's name for the variable dtype of ResourceScatterNd* is T, graphflow's dtype.
-_RENAMED_ATTRS = {op: {"T": "dtype"} for op in (
-    "ResourceScatterNdUpdate", "ResourceScatterNdAdd", "ResourceScatterNdSub",
-    "ResourceScatterNdMin", "ResourceScatterNdMax")}
 #: Ops that call a library function named by their attr ``f``.
 _CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 #: GraphDef.library's field number (graph.proto).
@@ -63,11 +57,33 @@ class Node:
     attrs: dict[str, tuple[str, Any]] = field(default_factory=dict)  # decoded
 
 
-def _decode_attrs(node: Any, name: str, substitute: Mapping | None = None) -> dict:
+def op_aliases() -> dict[str, str]:
+    """TensorFlow op types imported as a graphflow op of another name (same semantics):
+    what the OpDefs' TFForms name (``TFForm.op``, ``TFForm.aliases``) besides the op."""
+    return {tf_op: d.name for d in registered_ops(include_internal=False) if d.tf is not None
+            for tf_op in (d.tf.op, *d.tf.aliases) if tf_op != d.name}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OP_ALIASES":  # the former table: a view of the OpDefs
+        return op_aliases()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _renamed_attrs(op: Any) -> dict[str, str]:
+    """TensorFlow's attr name -> graphflow's, for a node read as OpDef ``op`` (or None):
+    its TFForm's renames, reversed (ResourceScatterNd*: T is graphflow's dtype)."""
+    form = getattr(op, "tf", None)
+    return {} if form is None else {theirs: ours for ours, theirs in form.renamed.items()}
+
+
+def _decode_attrs(node: Any, name: str, substitute: Mapping | None = None,
+                  renamed: Mapping[str, str] | None = None) -> dict:
     """``{attr: (kind, value)}`` of a NodeDef (TF's ``_bookkeeping`` attrs left out);
-    ``substitute``: a calling function's attrs, for a body's placeholder attrs."""
+    ``substitute``: a calling function's attrs, for a body's placeholder attrs;
+    ``renamed``: TF's attr names -> graphflow's (``_renamed_attrs``)."""
     out = {}
-    renamed = _RENAMED_ATTRS.get(node.op, {})
+    renamed = renamed or {}
     for key, value in sorted(node.attr.items()):
         if key.startswith("_") or key in _INERT_ATTRS:
             continue
@@ -118,6 +134,8 @@ class Planner:
     def __init__(self, graph_def: Any, ps: tp.ProtoSet):
         self.ps = ps
         self.ops = {d.name: d for d in registered_ops(include_internal=False)}
+        #: TF op types read as a graphflow op of another name (AddV2: Add)
+        self.aliases = op_aliases()
         self.functions: dict[str, Any] = {}
         self.library_unreadable = False
         if ps.full:
@@ -135,6 +153,10 @@ class Planner:
         self.bodies: dict[str, FunctionBody] = {}
         self._where = ""        # "f/" while planning the body of function f
         self._planning: tuple[str, ...] = ()  # the functions being planned, outermost first
+
+    def op_of(self, tf_op: str) -> Any:
+        """The OpDef a node of TF's op type ``tf_op`` is built as, or None."""
+        return self.ops.get(tf_op) or self.ops.get(self.aliases.get(tf_op))
 
     # -- top level --------------------------------------------------------------------
     def plan(self, graph_def: Any) -> list[Node]:
@@ -175,16 +197,16 @@ class Planner:
         """Plan node ``n`` (read from NodeDef ``raw``): a call is inlined, an op graphflow
         lacks is recorded as missing (its attrs not even read), any other kept."""
         calls = n.op in _CALL_OPS or n.op in self.functions or (
-            self.library_unreadable and n.op not in self.ops and n.op not in OP_ALIASES)
+            self.library_unreadable and n.op not in self.ops and n.op not in self.aliases)
         if not calls and n.op not in V1_CONTROL_FLOW and n.op not in self.ops \
-                and OP_ALIASES.get(n.op) not in self.ops:
+                and self.aliases.get(n.op) not in self.ops:
             self.missing.setdefault(n.op, []).append(self._where + n.name)
             if self._where:
                 self.missing_in.add(self._where[:-1])
             self.nodes.append(n)
             self._missing_in_functions(raw, n)
             return
-        n.attrs = _decode_attrs(raw, n.name, substitute)
+        n.attrs = _decode_attrs(raw, n.name, substitute, _renamed_attrs(self.op_of(n.op)))
         if calls:
             self._inline(n, self._called_function(n), stack)
             return
@@ -467,5 +489,5 @@ def _on_cycle(nodes: list[Node], by_name: dict[str, Node], left_out: set[str]) -
     return n
 
 
-__all__ = ["OP_ALIASES", "LIBRARY_FIELD", "REF", "Node", "Planner", "FunctionBody",
+__all__ = ["OP_ALIASES", "op_aliases", "LIBRARY_FIELD", "REF", "Node", "Planner", "FunctionBody",
            "V1_CONTROL_FLOW", "check_refs", "topological", "error"]

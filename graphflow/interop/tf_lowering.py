@@ -1,11 +1,14 @@
 """How each graphflow op is written as TensorFlow nodes (used by tf_export).
 
-Ops graphflow registers under TensorFlow's name are written as themselves
-(``SAME_AS_TF``; ``RESOURCE_OPS`` rename graphflow's ``dtype`` to TF's ``T``), with
-the attrs TF has and graphflow's op leaves out at TF's values (``TF_DEFAULTS``):
-``tf_form`` gives that node. What TF's ops do not do as graphflow's do is lowered to
-ops TF has (``LOWERINGS``: op type -> a function writing the nodes through the
-exporter's writer, whose last node keeps the op's name):
+What is written comes from each op's OpDef: an op whose ``op_def.tf`` is a
+``registry.TFForm`` (declared with ``same_as_tf`` where the op is declared, ops/*.py)
+is written as TF's op of that name with its inputs, its attrs renamed (ResourceScatterNd*:
+graphflow's ``dtype`` is TF's ``T``), completed with TF's values for the attrs graphflow's
+op leaves out and less those TF's lacks: ``tf_form`` gives that node. What TF's ops do
+not do as graphflow's do is lowered to ops TF has by the op's TF exporter,
+``op_def.exporters["tf"]`` (filed here with ``@exports(op_type)``: a function writing
+the nodes through the exporter's writer, whose last node keeps the op's name; returning
+None writes the op as its TFForm):
 
 - GatherNd with batch_dims > 0 (TF's op has none; tf.gather_nd lowers it in Python);
 - ResourceSparseApplyAdagrad (graphflow sums duplicate rows first, TF's kernel not);
@@ -14,6 +17,10 @@ exporter's writer, whose last node keeps the op's name):
   _ScatterWinners, _ScatterMinMaxShares, _AssertEqual;
 - If/StatelessIf/While/StatelessWhile: written as themselves, their gf.Functions as
   FunctionDefs of the GraphDef's library (``tf_export_functions``).
+
+``SAME_AS_TF``, ``RESOURCE_OPS``, ``TF_DEFAULTS``, ``DROPPED`` and ``LOWERINGS`` are
+views of the registry kept for readers of the former tables (each access reads the
+OpDefs again).
 """
 from __future__ import annotations
 
@@ -22,68 +29,23 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import numpy as np
 
 from ..dtypes import DType, bool_, int32, int64, string
-from ..errors import UnimplementedError
+from ..errors import NotFoundError, UnimplementedError
 from ..graph import Operation, Output
+from ..registry import OpDef, exporters_of, op_def, registered_ops
 from ..shapes import TensorShape
 
 if TYPE_CHECKING:  # pragma: no cover
     from .tf_export import _Writer
 
-#: graphflow op types written under the same name, inputs and attrs as TensorFlow's.
-SAME_AS_TF = frozenset({
-    "Add", "AddN", "AssignAddVariableOp", "AssignSubVariableOp", "BroadcastGradientArgs",
-    "BroadcastTo", "Cast", "ConcatV2", "Conj", "Const", "DynamicPartition", "DynamicStitch",
-    "ExpandDims", "Fill", "FloorDiv", "FloorMod", "GatherNd", "Greater", "Identity", "Less",
-    "LogicalAnd", "LogicalNot", "LogicalOr", "Maximum", "Minimum", "Mul", "Neg", "NoOp",
-    "OnesLike", "Pack", "Pad", "ParallelDynamicStitch", "Placeholder", "Range", "Rank",
-    "ReadVariableOp", "RealDiv", "Reshape", "ScatterNd", "SelectV2", "Shape", "Size", "Slice",
-    "Squeeze", "StopGradient", "Sub", "Sum", "TensorScatterAdd", "TensorScatterMax",
-    "TensorScatterMin", "TensorScatterSub", "TensorScatterUpdate", "Unpack", "ZerosLike",
-    "Equal", "NotEqual", "VarHandleOp", "AssignVariableOp", "ResourceGather",
-    "ResourceApplyAdagrad", "ResourceSparseApplyAdagrad",
-    # TF's glue ops that gf.import_tf_graph brought in (ops/tf_glue_ops.py)
-    "StridedSlice", "StridedSliceGrad", "GatherV2", "Prod", "Transpose", "Tile",
-    "VarIsInitializedOp",
-    # the dense math, reductions and nn ops of issue #35 (ops/dense_math_ops.py,
-    # ops/reductions.py, ops/nn_ops.py): TensorFlow's names, inputs and attrs
-    "Exp", "Log", "Log1p", "Expm1", "Sqrt", "Rsqrt", "Square", "Reciprocal", "Abs", "Sign",
-    "Floor", "Ceil", "Round", "Sigmoid", "Tanh", "Relu", "Relu6", "Elu", "Selu", "Softplus",
-    "Softsign", "LeakyRelu", "Pow", "SquaredDifference", "MatMul", "BatchMatMulV2", "BiasAdd",
-    "Mean", "Max", "Min", "Any", "All", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
-    "SparseSoftmaxCrossEntropyWithLogits", "L2Loss",
-    "UnsortedSegmentSum", "UnsortedSegmentMax", "UnsortedSegmentMin", "UnsortedSegmentProd",
-    "SegmentSum", "SegmentMean", "SegmentMax", "SegmentMin", "SegmentProd",
-    "ArgMax", "ArgMin", "TopKV2", "OneHot", "Where", "Split", "SplitV", "Unique",
-    "RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt",
-    "RandomShuffle", "StatelessRandomUniform", "StatelessRandomNormal",
-    "StatelessTruncatedNormal", "StatelessRandomUniformInt", "StatelessRandomUniformFullInt",
-    "ResourceApplyMomentum", "ResourceSparseApplyMomentum", "ResourceApplyAdam",
-    "ResourceApplyRMSProp", "ResourceApplyCenteredRMSProp", "ResourceSparseApplyRMSProp",
-    "ResourceSparseApplyCenteredRMSProp",
-})
 
-#: Ops whose variable dtype attr graphflow calls ``dtype`` and TensorFlow ``T``.
-RESOURCE_OPS = frozenset({"ResourceScatterNdAdd", "ResourceScatterNdSub", "ResourceScatterNdMin",
-                          "ResourceScatterNdMax", "ResourceScatterNdUpdate"})
-
-#: TensorFlow attrs graphflow's ops do not carry: (kind, the value TF's own graphs hold).
-TF_DEFAULTS: Mapping[str, Mapping[str, tuple[str, Any]]] = {
-    "Equal": {"incompatible_shape_error": ("bool", True)},
-    "NotEqual": {"incompatible_shape_error": ("bool", True)},
-    "VarHandleOp": {"container": ("string", ""), "debug_name": ("string", ""),
-                    "allowed_devices": ("list(string)", ())},
-    "AssignVariableOp": {"validate_shape": ("bool", False)},
-    "ResourceGather": {"batch_dims": ("int", 0), "validate_indices": ("bool", True)},
-    "ResourceApplyAdagrad": {"use_locking": ("bool", False), "update_slots": ("bool", True)},
-    "ResourceSparseApplyAdagrad": {"use_locking": ("bool", False),
-                                   "update_slots": ("bool", True)},
-    **{op: {"use_locking": ("bool", True)} for op in RESOURCE_OPS},
-    "MatMul": {"grad_a": ("bool", False), "grad_b": ("bool", False)},
-    "BatchMatMulV2": {"grad_x": ("bool", False), "grad_y": ("bool", False)},
-}
-
-#: graphflow attrs TensorFlow's op lacks (dropped once the op is lowered past them).
-DROPPED = {"GatherNd": ("batch_dims",), "Any": ("T",), "All": ("T",)}  # TF's take bools only
+def exports(*op_types: str) -> Callable:
+    """File the decorated function as the TF exporter of ``op_types``
+    (``op_def(t).exporters["tf"]``)."""
+    def register(fn: Callable) -> Callable:
+        for op_type in op_types:
+            op_def(op_type).export("tf")(fn)
+        return fn
+    return register
 
 
 def kinded_attrs(op: Operation) -> dict[str, tuple[str, Any]]:
@@ -94,25 +56,61 @@ def kinded_attrs(op: Operation) -> dict[str, tuple[str, Any]]:
 
 def tf_form(op: Operation) -> tuple[str, dict]:
     """The TF op type and attrs ({name: (kind, value)}) of ``op`` written as one node:
-    TF's names, TF's values for the attrs graphflow lacks."""
+    TF's names, TF's values for the attrs graphflow lacks (``op.op_def.tf``; an op with
+    none is written under its own type and attrs)."""
     attrs = kinded_attrs(op)
-    if op.type in RESOURCE_OPS:
-        attrs["T"] = attrs.pop("dtype")
+    form = op.op_def.tf
+    if form is not None:
+        for ours, theirs in form.renamed.items():
+            attrs[theirs] = attrs.pop(ours)
     if op.type == "VarHandleOp":  # TF 1.x names a graph's variable after its handle node
         attrs["shared_name"] = ("string", op.attrs["shared_name"] or op.name)
-    for key in DROPPED.get(op.type, ()):
+    if form is None:
+        return op.type, attrs
+    for key in form.dropped:
         attrs.pop(key, None)
-    for key, value in TF_DEFAULTS.get(op.type, {}).items():
+    for key, value in form.defaults.items():
         attrs.setdefault(key, value)
-    return op.type, attrs
+    return form.op, attrs
+
+
+def _registered(op_type: str) -> OpDef | None:
+    """The OpDef registered under exactly ``op_type`` (internal ones too), or None."""
+    try:
+        d = op_def(op_type)
+    except NotFoundError:
+        return None
+    return d if d.name == op_type else None  # not a builder name or alias
 
 
 def has_tf_counterpart(op_type: str) -> bool:
-    """Whether ``export_tf_graph`` can write an op of this type."""
-    return op_type in SAME_AS_TF or op_type in RESOURCE_OPS or op_type in LOWERINGS
+    """Whether ``export_tf_graph`` can write an op of this type: it has a TFForm or a
+    TF exporter."""
+    d = _registered(op_type)
+    return d is not None and (d.tf is not None or "tf" in d.exporters)
+
+
+def _forms() -> list[OpDef]:
+    return [d for d in registered_ops(include_internal=True) if d.tf is not None]
+
+
+def __getattr__(name: str) -> Any:
+    """The former tables, as views of the OpDefs."""
+    if name == "SAME_AS_TF":  # written under the same name, inputs and attrs
+        return frozenset(d.name for d in _forms() if not d.tf.renamed)
+    if name == "RESOURCE_OPS":  # their variable dtype attr is graphflow's dtype, TF's T
+        return frozenset(d.name for d in _forms() if dict(d.tf.renamed) == {"dtype": "T"})
+    if name == "TF_DEFAULTS":  # TF attrs graphflow's ops lack: (kind, TF's value)
+        return {d.name: dict(d.tf.defaults) for d in _forms() if d.tf.defaults}
+    if name == "DROPPED":  # graphflow attrs TF's op lacks
+        return {d.name: d.tf.dropped for d in _forms() if d.tf.dropped}
+    if name == "LOWERINGS":  # op type -> its TF exporter
+        return exporters_of("tf")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -- lowerings -------------------------------------------------------------------------
+@exports("GatherNd")
 def _lower_gather_nd(w: _Writer, op: Operation) -> list[str] | None:
     """GatherNd(params, indices, batch_dims=b > 0) -> GatherNd(params, tuples) whose
     tuples have each element's batch position prepended (TF's GatherNd op has no
@@ -133,6 +131,7 @@ def _lower_gather_nd(w: _Writer, op: Operation) -> list[str] | None:
                   [c.name for c in op.control_inputs], [(o.dtype, o.shape) for o in op.outputs])
 
 
+@exports("_BatchIndexTuples")
 def _lower_batch_index_tuples(w: _Writer, op: Operation) -> list[str]:
     """_BatchIndexTuples(params_shape, indices) in TF's ops, named after the op."""
     params_shape, indices = op.inputs
@@ -209,6 +208,7 @@ def _plain(attrs: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
     return {k: (kind(v), v) for k, v in attrs.items()}
 
 
+@exports("_AssertEqual")
 def _lower_assert_equal(w: _Writer, op: Operation) -> list[str]:
     """_AssertEqual(value, x, y) -> Identity(value) after Assert(rank, shape and elements
     of x and y equal, [message, x, y]): TF fails the run with the message where
@@ -289,6 +289,7 @@ def _index_tuples(h: _Helpers, indices_ref: str, depth: int, ti: DType) -> str:
                  {"T": ti, "Tshape": ti}, ti)
 
 
+@exports("_StitchWinners")
 def _lower_stitch_winners(w: _Writer, op: Operation) -> list[str]:
     """_StitchWinners(indices[N]) in TF's ops: number the positions of all indices in
     order, DynamicStitch the numbers (the later position wins a row, as the stitches'
@@ -323,6 +324,7 @@ def _lower_stitch_winners(w: _Writer, op: Operation) -> list[str]:
                   [(o.dtype, o.shape) for o in op.outputs])
 
 
+@exports("_ScatterWinners")
 def _lower_scatter_winners(w: _Writer, op: Operation) -> list[str]:
     """_ScatterWinners(indices, shape) in TF's ops: number the index tuples, keep the
     largest number per slot with a TensorScatterMax (checking bad tuples as the forward
@@ -365,6 +367,7 @@ def _lower_scatter_winners(w: _Writer, op: Operation) -> list[str]:
         [c.name for c in op.control_inputs], [(o.dtype, o.shape) for o in op.outputs])
 
 
+@exports("ResourceSparseApplyAdagrad")
 def _lower_sparse_adagrad(w: _Writer, op: Operation) -> list[str]:
     """graphflow's ResourceSparseApplyAdagrad sums duplicate rows' gradients first (as TF's
     optimizer does in Python before its kernel, which applies duplicates one by one):
@@ -383,6 +386,7 @@ def _lower_sparse_adagrad(w: _Writer, op: Operation) -> list[str]:
     return []
 
 
+@exports("_ResourceSparseApplyAdam")
 def _lower_sparse_adam(w: _Writer, op: Operation) -> list[str]:
     """graphflow's _ResourceSparseApplyAdam as the nodes TF 1.x's AdamOptimizer builds for
     a sparse gradient (``_apply_sparse_shared``): duplicate rows summed (Unique +
@@ -425,6 +429,7 @@ def _lower_sparse_adam(w: _Writer, op: Operation) -> list[str]:
     return []
 
 
+@exports("_ScatterMinMaxShares")
 def _lower_min_max_shares(w: _Writer, op: Operation) -> list[str]:
     """_ScatterMinMaxShares(tensor, indices, updates, output) in TF's ops: who equals
     ``output`` where (the tensor's element, or a NaN there; each valid update landing on
@@ -525,26 +530,12 @@ def _shares(h: _Helpers, op: Operation, tuples: str, tensor_wins: str,
     return tensor_share, update_share
 
 
-#: graphflow op type -> writer of the TF nodes computing it (None: write it as is).
+@exports("If", "StatelessIf", "While", "StatelessWhile")
 def _lower_functional(w: _Writer, op: Operation) -> list[str]:
     """If/While: the node, its functions into the GraphDef's library."""
     from .tf_export_functions import write_functional
     return write_functional(w, op)
 
 
-LOWERINGS: dict[str, Callable[[_Writer, Operation], list[str] | None]] = {
-    "If": _lower_functional, "StatelessIf": _lower_functional,
-    "While": _lower_functional, "StatelessWhile": _lower_functional,
-    "GatherNd": _lower_gather_nd,
-    "_BatchIndexTuples": _lower_batch_index_tuples,
-    "_AssertEqual": _lower_assert_equal,
-    "ResourceSparseApplyAdagrad": _lower_sparse_adagrad,
-    "_ResourceSparseApplyAdam": _lower_sparse_adam,
-    "_StitchWinners": _lower_stitch_winners,
-    "_ScatterWinners": _lower_scatter_winners,
-    "_ScatterMinMaxShares": _lower_min_max_shares,
-}
-
-
 __all__ = ["SAME_AS_TF", "RESOURCE_OPS", "TF_DEFAULTS", "DROPPED", "LOWERINGS", "tf_form",
-           "has_tf_counterpart"]
+           "has_tf_counterpart", "exports"]
