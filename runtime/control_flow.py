@@ -16,23 +16,22 @@ from graphflow.graph import Operation, Output
 _LOOPS = ("While", "StatelessWhile")
 
 
-def _key(op: Operation, subst: dict[Output, Output]) -> tuple:
-    return (op.attrs["cond"], op.attrs["body"], tuple(subst.get(i, i) for i in op.inputs))
+def _key(op: Operation) -> tuple:
+    return (op.attrs["cond"], op.attrs["body"], tuple(op.inputs))
 
 
-def share_recorded_loops(ops: Sequence[Operation], fed: Collection[Output],
-                         subst: dict[Output, Output]) -> dict[Output, Output]:
+def share_recorded_loops(ops: Sequence[Operation], fed: Collection[Output]) -> dict[Output, Output]:
     """Substitutes: a While's outputs and its recorded twin's by those of one recorded
     loop, a plan node standing where the While stands (the twin, made later by the
     gradient, comes after the While's readers in the creation order)."""
-    twins = {_key(op, subst): op for op in ops if op.type == "_WhileRecorded"}
+    twins = {_key(op): op for op in ops if op.type == "_WhileRecorded"}
     found: dict[Output, Output] = {}
     for op in ops:
-        twin = twins.pop(_key(op, subst), None) if op.type in _LOOPS else None
+        twin = twins.pop(_key(op), None) if op.type in _LOOPS else None
         if twin is None:
             continue
         loop = Operation.stand_in(
-            op, twin.op_def, [subst.get(i, i) for i in twin.inputs], twin.arg_lengths,
+            op, twin.op_def, twin.inputs, twin.arg_lengths,
             twin.attrs, [(o.dtype, o.shape) for o in twin.outputs], name=twin.name)
         for source in (op, twin):
             found.update((o, t) for o, t in zip(source.outputs, loop.outputs) if o not in fed)

@@ -28,7 +28,6 @@ from .memory import MIN_POOLED_BYTES, BufferPool, releaser
 from .parallel import ParallelRun
 from .pipeline import compile_ir
 from .plan_ir import PlanIR
-from .placer import place
 from .blas_threads import bound_blas_threads, run_blas_threads
 from .codegen import GeneratedCode, load_python
 from .run_modes import RunModes
@@ -74,7 +73,7 @@ class Plan:
         if ir is None:
             ir = compile_ir(fetches, feeds, devices, config)
         self.ir = ir
-        self.substitutions = dict(ir.subst)
+        self.substitutions = dict(ir.replaced)
         live = self._lay_out(ir, devices, config, forward_counter, resources)
         self._prepare_runs(ir, live, config)
         # shape specialization (runtime/specialize.py): signature -> plan, or None for
@@ -88,11 +87,8 @@ class Plan:
         """Placement, slots, constants and liveness, and one step per node with its kernel
         context (and so its kernel, built once); the liveness, for the runs."""
         ops = list(ir.ops)
-        passes.require_feeds(ops, ir.fed)
-        self.placement = place(ops, devices, soft_placement=config.allow_soft_placement,
-                               log_placement=config.log_device_placement)
-        layout = passes.locate(ops, self.placement, list(ir.feeds), list(ir.fetches), ir.subst,
-                               devices)
+        self.placement = dict(ir.placement)
+        layout = passes.locate(ops, self.placement, list(ir.feeds), list(ir.fetches), devices)
         self.preloaded: dict = {}
         if config.optimize:  # optimize=False runs (and traces) every node as written
             layout, self.preloaded = passes.preload_constants(layout)
@@ -143,7 +139,7 @@ class Plan:
         self._blas_threads = {mode: run_blas_threads(config, mode == "parallel") if uses_blas
                               else None for mode in ("serial", "parallel")}
         if self.parallel:
-            sched = passes.schedule(self.steps, ir.subst, ir.fed)
+            sched = passes.schedule(self.steps)
             self.waiting, self.dependents = sched.waiting, sched.dependents
 
     # -- running --------------------------------------------------------------------

@@ -32,12 +32,10 @@ from .device import Device
 MAX_FOLDED_BYTES = 1 << 20
 
 
-def fold_constants(ops: list[Operation], fed: Collection[Output], subst: dict[Output, Output],
-                   devices: Sequence[Device], config,
+def fold_constants(ops: list[Operation], fed: Collection[Output], devices: Sequence[Device], config,
                    roots: list | None = None) -> dict[Output, Output]:
     """Substitutes (Output -> Output of a new Const) for the outputs of ``ops`` that depend
-    on constants only, or on static shapes only; ``subst`` holds earlier substitutes,
-    read through. The inputs of folded shape-only ops are appended to ``roots``."""
+    on constants only, or on static shapes only. The inputs of folded shape-only ops are appended to ``roots``."""
     if any(d.device_type != "cpu" for d in devices):
         return {}
     host = devices[0]
@@ -52,7 +50,7 @@ def fold_constants(ops: list[Operation], fed: Collection[Output], subst: dict[Ou
         if op.op_def.stateful or not op.inputs \
                 or any(o in fed for o in op.outputs):
             continue
-        inputs = [subst.get(i, i) for i in op.inputs]
+        inputs = op.inputs
         if op.op_def.shape_only and inputs[0] not in values:
             args = _shape_stand_in(inputs[0])
             if args is None:

@@ -196,18 +196,15 @@ class Region:
 
 
 def find_regions(ops: Sequence[Operation], fed: Collection[Output] = (),
-                 subst: dict[Output, Output] | None = None,
                  fetches: Iterable | None = None) -> list[Region]:
     """The element-wise regions (two or more ops) among the ops a plan runs.
 
-    ``ops`` are the ops the fetches need (in creation order) before ``subst`` (the
-    substitutes of earlier rewrites) is applied; the ops that are still needed with
-    ``subst`` are found from the fetches. Without ``fetches`` they are the outputs no
-    op in ``ops`` reads: a fetched value that another op also reads is then not known
-    to be fetched, and the plan recomputes it unfused (the same value, once more)."""
-    subst = subst or {}
+    ``ops`` are the ops the fetches need, in creation order. Without ``fetches`` the
+    fetches are the outputs no op in ``ops`` reads: a fetched value that another op
+    also reads is then not known to be fetched, and the plan recomputes it unfused (the
+    same value, once more)."""
     fed = set(fed)
-    live, consumers, fetched, targets = _live_graph(ops, fed, subst, fetches)
+    live, consumers, fetched, targets = _live_graph(ops, fed, fetches)
     waited_on = {c for op in live for c in op.control_inputs}
     fusible = {op for op in live if op not in targets and _fusible(op, fed, waited_on)}
 
@@ -216,8 +213,7 @@ def find_regions(ops: Sequence[Operation], fed: Collection[Output] = (),
     group_of: dict[Operation, _Group] = {}
     for op in live:
         producers: list[_Group] = []
-        for i in op.inputs:
-            e = subst.get(i, i)
+        for e in op.inputs:
             group = group_of.get(e.op) if e not in fed else None
             if group is not None and group not in producers:
                 producers.append(group)
@@ -243,7 +239,7 @@ def find_regions(ops: Sequence[Operation], fed: Collection[Output] = (),
         if group is None or id(group) in seen or len(group.members) < 2:
             continue
         seen.add(id(group))
-        regions.append(_region(group.members, fed, subst, consumers, fetched))
+        regions.append(_region(group.members, fed, consumers, fetched))
     return regions
 
 
@@ -258,42 +254,33 @@ class _Group:
         self.merged = False        # it joined a larger group
 
 
-def _live_graph(ops, fed, subst, fetches):
-    """The ops still needed once ``subst`` is applied (in creation order), who reads each
-    value (after ``subst``), the values known to be fetched, and the ops fetched as
-    targets."""
+def _live_graph(ops, fed, fetches):
+    """The ops the fetches need (in creation order), who reads each value, the values
+    known to be fetched, and the ops fetched as targets."""
     if fetches is not None:
         fetches = list(fetches)
-        fetched = {subst.get(f, f) for f in fetches if isinstance(f, Output)}
+        fetched = {f for f in fetches if isinstance(f, Output)}
         targets = {f for f in fetches if isinstance(f, Operation)}
         roots = [o.op for o in fetched if o not in fed] + list(targets)
     else:
         read = {i for op in ops for i in op.inputs}
-        fetched, roots = set(), []
-        for op in ops:
-            unread = [o for o in op.outputs if o not in read and o not in fed]
-            if op.outputs and not unread:
-                continue
-            fetched.update(subst.get(o, o) for o in unread)
-            roots += [subst.get(o, o).op for o in unread]
-            if not op.outputs or any(o not in subst for o in op.outputs):
-                roots.append(op)
+        fetched = {o for op in ops for o in op.outputs if o not in read and o not in fed}
+        roots = [op for op in ops if not op.outputs or any(o in fetched for o in op.outputs)]
         targets = set()
-    ordered = prune(roots, fed, subst)
+    ordered = prune(roots, fed)
     consumers: dict[Output, list[Operation]] = {}
     for op in ordered:
         for i in op.inputs:
-            consumers.setdefault(subst.get(i, i), []).append(op)
+            consumers.setdefault(i, []).append(op)
     return ordered, consumers, fetched, targets
 
 
-def _region(members: list[Operation], fed, subst, consumers, fetched) -> Region:
+def _region(members: list[Operation], fed, consumers, fetched) -> Region:
     inside = set(members)
     inputs: list[Output] = []
     refs: dict[Output, int] = {}
     for op in members:
-        for i in op.inputs:
-            e = subst.get(i, i)
+        for e in op.inputs:
             if (e in fed or e.op not in inside) and e not in refs:
                 refs[e] = len(inputs)
                 inputs.append(e)
@@ -301,8 +288,7 @@ def _region(members: list[Operation], fed, subst, consumers, fetched) -> Region:
     nodes = []
     for k, op in enumerate(members):
         operands = []
-        for i in op.inputs:
-            e = subst.get(i, i)
+        for e in op.inputs:
             operands.append(refs[e] if e in refs else n_in + members.index(e.op))
         refs[op.outputs[0]] = n_in + k
         dtype = np.dtype(op.outputs[0].dtype.as_numpy_dtype).name
@@ -328,12 +314,11 @@ def fused_node(region: Region) -> Operation:
 
 
 def fuse_elementwise(ops: Sequence[Operation], fed: Collection[Output] = (),
-                     subst: dict[Output, Output] | None = None,
                      fetches: Iterable | None = None) -> dict[Output, Output]:
     """Substitutes that compute every element-wise region of the plan in one fused node:
     each escaping output of a region -> the fused node's output."""
     found: dict[Output, Output] = {}
-    for region in find_regions(ops, fed, subst, fetches):
+    for region in find_regions(ops, fed, fetches):
         node = fused_node(region)
         found.update(zip(region.outputs, node.outputs))
     return found

@@ -24,41 +24,40 @@ from graphflow.inference import constant_value
 from graphflow.registry import op_def
 
 from .fusion import on_the_cpu
-from .passes import prune
 
 _REDUCES = {"UnsortedSegmentSum": 0, "ScatterNd": 1}  # op type -> input index of the rows
 _DTYPES = ("float32", "float64")
 
 
 def fuse_gather_reduce(ops: Sequence[Operation], fed: Collection[Output],
-                       subst: dict[Output, Output], targets: Sequence) -> dict[Output, Output]:
-    """Substitutes for the segment sums of ``ops`` that end a gather -> scale -> sum."""
-    fetched = {subst.get(t, t) for t in targets if isinstance(t, Output)}
+                       targets: Sequence) -> dict[Output, Output]:
+    """Substitutes for the segment sums of ``ops`` (a plan's, every op the ``targets``
+    need) that end a gather -> scale -> sum."""
+    fetched = {t for t in targets if isinstance(t, Output)}
     readers: dict[Output, list[Operation]] = {}
-    for op in prune(list(targets), fed, subst):
+    for op in ops:
         for i in op.inputs:
-            readers.setdefault(subst.get(i, i), []).append(op)
+            readers.setdefault(i, []).append(op)
     found: dict[Output, Output] = {}
     for op in ops:
-        if op.type in _REDUCES and op.outputs[0] not in subst:
-            node = _fused(op, fed, subst, fetched, readers)
+        if op.type in _REDUCES:
+            node = _fused(op, fed, fetched, readers)
             if node is not None:
                 found[op.outputs[0]] = node.outputs[0]
     return found
 
 
-def _fused(reduce: Operation, fed, subst, fetched, readers) -> Operation | None:
-    resolve = lambda o: subst.get(o, o)  # noqa: E731
+def _fused(reduce: Operation, fed, fetched, readers) -> Operation | None:
     out = reduce.outputs[0]
     if out.dtype.name not in _DTYPES or reduce.control_inputs or not on_the_cpu(reduce):
         return None
-    rows = resolve(reduce.inputs[_REDUCES[reduce.type]])
+    rows = reduce.inputs[_REDUCES[reduce.type]]
     if reduce.type == "ScatterNd":
-        segment_ids, size = resolve(reduce.inputs[0]), resolve(reduce.inputs[2])
+        segment_ids, size = reduce.inputs[0], reduce.inputs[2]
         if segment_ids.shape.rank != 2 or segment_ids.shape[1] != 1:
             return None
     else:
-        segment_ids, size = resolve(reduce.inputs[1]), resolve(reduce.inputs[2])
+        segment_ids, size = reduce.inputs[1], reduce.inputs[2]
         if segment_ids.shape.rank != 1:
             return None
     if not _private(rows, reduce, fed, fetched, readers):
@@ -70,7 +69,7 @@ def _fused(reduce: Operation, fed, subst, fetched, readers) -> Operation | None:
         mul = rows.op
         if mul.control_inputs or not on_the_cpu(mul):
             return None
-        a, b = (resolve(i) for i in mul.inputs)
+        a, b = mul.inputs
         if a.op.type == "GatherV2":
             gathered, scale = a, [b]
         elif b.op.type == "GatherV2":
@@ -84,7 +83,7 @@ def _fused(reduce: Operation, fed, subst, fetched, readers) -> Operation | None:
     if gather.type != "GatherV2" or gathered in fed or gather.control_inputs \
             or gather.attrs.get("batch_dims", 0) != 0 or not on_the_cpu(gather):
         return None
-    params, ids, axis = (resolve(i) for i in gather.inputs)
+    params, ids, axis = gather.inputs
     axis_value = constant_value(axis)
     if axis_value is None or int(axis_value) != 0 or ids.shape.rank != 1 \
             or params.dtype != out.dtype:

@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 
 from graphflow.graph import Graph, Output
 
-from .pipeline import optimizing_passes, stages
+from .pipeline import plan_passes, stages
 from .plan_ir import PlanIR, describe, initial_ir
 
 #: the name ``--after`` gives the last stage: the segments of the built plan
@@ -37,11 +37,12 @@ def _cpu_pipeline():
 
 def plan_stages(graph: Graph, fetches: Iterable | None = None,
                 feeds: Iterable[Output] | None = None) -> list[tuple[str, PlanIR]]:
-    """``(name, IR)`` as written (``initial``) and after each optimizing pass."""
+    """``(name, IR)`` as written (``initial``) and after each pass a CPU Session's plan
+    runs (runtime/pipeline.py's ``plan_passes``)."""
     fetches, feeds = default_signature(graph, fetches, feeds)
     devices, config = _cpu_pipeline()
     ir = initial_ir(fetches, feeds)
-    return [("initial", ir), *stages(ir, optimizing_passes(devices, config))]
+    return [("initial", ir), *stages(ir, plan_passes(devices, config))]
 
 
 def plan_segments(graph: Graph, fetches: Iterable | None = None,

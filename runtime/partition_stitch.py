@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from typing import Collection
 
+import numpy as np
+
 from graphflow.dtypes import bool_
 from graphflow.graph import Operation, Output
 from graphflow.inference import constant_value
 from graphflow.registry import op_def
 
-from .fusion import fuse_elementwise
 
 _STITCHES = {"DynamicStitch", "ParallelDynamicStitch"}
 SELF = -2  # the scalar index of a step whose operands are both the chain value (x * x)
@@ -40,19 +41,6 @@ def fuse_partition_stitch(ops: list[Operation],
             fused = _fuse_partition_stitch(op, fed)
             if fused is not None:
                 subst[op.outputs[0]] = fused.outputs[0]
-    return subst
-
-
-def rewrite(ops: list[Operation], fed: Collection[Output] = (), fetches=None,
-            fuse: bool = True, folded: dict[Output, Output] | None = None) -> dict[Output, Output]:
-    """Substitutes for the outputs of ``ops`` that a rewrite can compute faster. A feed
-    replaces any output: a pattern with a fed output inside is left as it is.
-    ``fuse=False`` leaves element-wise regions unfused (sessions with a GPU, where a
-    fused node would run its members' kernels one by one anyway); ``folded`` are the
-    constants folding made, which fused regions read instead of recomputing them."""
-    subst = fuse_partition_stitch(ops, fed)
-    if fuse:  # after: the pattern above has priority
-        subst.update(fuse_elementwise(ops, fed, {**(folded or {}), **subst}, fetches))
     return subst
 
 
@@ -172,13 +160,21 @@ def _kind(op: Operation) -> str | None:
 
 
 def _range_ops(r: Output) -> list[Operation]:
-    """The Range of row positions, and the Size of x that may give its limit."""
+    """The Range of row positions (or the constant folding made of it), and the Size of
+    x that may give its limit."""
+    if r.op.type != "Range":
+        return [r.op]
     limit = r.op.inputs[1]
     return [r.op] + ([limit.op] if limit.op.type == "Size" else [])
 
 
 def _is_row_range(r: Output, x: Output) -> bool:
-    """Whether ``r`` is Range(0, n, 1) with n the length of the 1-D ``x``."""
+    """Whether ``r`` is Range(0, n, 1) with n the length of the 1-D ``x`` (or the
+    constant [0, 1, ..., n - 1] that folding made of it)."""
+    if r.op.type == "Const":
+        v = constant_value(r)
+        return v is not None and v.ndim == 1 and v.dtype.kind in "iu" \
+            and x.shape[0] == v.size and bool(np.array_equal(v, np.arange(v.size)))
     if r.op.type != "Range":
         return False
     start, limit, delta = r.op.inputs

@@ -95,8 +95,7 @@ class Layout:
 
 
 def locate(ops: Sequence[Operation], placement: dict[Operation, Device],
-           feeds: Sequence[Output], fetches: Sequence, subst: dict[Output, Output],
-           devices: Sequence[Device]) -> Layout:
+           feeds: Sequence[Output], fetches: Sequence, devices: Sequence[Device]) -> Layout:
     """Give every value a slot and every op a KernelStep; insert a CopyStep wherever
     a value is read on another device than the one it lives on. A feed is an ordinary
     value whose device is known only at run time: each device that reads it gets a
@@ -112,13 +111,13 @@ def locate(ops: Sequence[Operation], placement: dict[Operation, Device],
                 slot_of[o] = slots.new(placement[op])
     for op in ops:
         device = placement[op]
-        inputs = [[slots.on(slot_of, subst.get(o, o), device) for o in arg]
-                  if isinstance(arg, list) else slots.on(slot_of, subst.get(arg, arg), device)
+        inputs = [[slots.on(slot_of, o, device) for o in arg]
+                  if isinstance(arg, list) else slots.on(slot_of, arg, device)
                   for arg in op.grouped_inputs()]  # copies first, then the step reading them
         outputs = [junk if o in fed else slot_of[o] for o in op.outputs]
         slots.steps.append(KernelStep(device, inputs, outputs, label=op.name, op=op,
                                       fresh=op.op_def.fresh_outputs,
-                                      values=[subst.get(o, o) for o in op.inputs]))
+                                      values=list(op.inputs)))
     fetch_slots, fetch_devices = _fetch_slots(fetches, slot_of, slots.device_of, devices)
     return Layout(slots.steps, len(slots.device_of), feed_slots, fetch_slots, fetch_devices,
                   slots.device_of, junk)
@@ -232,19 +231,15 @@ class Schedule:
     dependents: list[list[int]]
 
 
-def schedule(steps: Sequence[Step], subst: dict | None = None,
-             fed: Collection[Output] = ()) -> Schedule:
-    """Each step waits for the producers of its inputs and for its control inputs (as
-    the rewrites left them: :func:`control_targets`)."""
+def schedule(steps: Sequence[Step]) -> Schedule:
+    """Each step waits for the producers of its inputs and for its control inputs."""
     producer = {o: k for k, s in enumerate(steps) for o in s.outputs}
     step_of_op = {s.op: k for k, s in enumerate(steps) if isinstance(s, KernelStep)}
-    subst = subst or {}
     deps: list[set[int]] = []
     for s in steps:
         d = {producer[i] for i in s.flat_inputs if i in producer}
         if isinstance(s, KernelStep):
-            d |= {step_of_op[t] for c in s.op.control_inputs
-                  for t in control_targets(c, subst, fed) if t in step_of_op}
+            d |= {step_of_op[c] for c in s.op.control_inputs if c in step_of_op}
         deps.append(d)
     dependents: list[list[int]] = [[] for _ in steps]
     for k, d in enumerate(deps):

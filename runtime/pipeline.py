@@ -1,20 +1,22 @@
 """The compile pipeline: the plan IR's passes, one tuple of functions ``PlanIR -> PlanIR``.
 
-``optimizing_passes`` is the tuple a Session runs (``SessionConfig(optimize=True)``);
-``compile_ir`` runs it on a signature's IR (runtime/plan_ir.py), after the
-specialization pass for fed shapes when a plan is made for them
-(runtime/specialize.py). ``graphflow inspect --after PASS`` shows the IR after any of
-them, so it shows exactly what a Session runs; ``GRAPHFLOW_CHECK_PASSES=1`` checks
-the IR's invariants after every pass.
+``plan_passes`` is the tuple a Session runs: the specialization pass for fed shapes when
+a plan is made for them (runtime/specialize.py), the optimizing passes
+(``SessionConfig(optimize=True)``), the feeds' check and the placement; ``compile_ir``
+runs it on a signature's IR (runtime/plan_ir.py). ``graphflow inspect --after PASS``
+shows the IR after any of them, so it shows exactly what a Session runs;
+``GRAPHFLOW_CHECK_PASSES=1`` checks the IR's invariants after every pass.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Sequence
 
 from graphflow.graph import Output
 
-from . import control_flow, folding, fusion, gather_reduce, partition_stitch, simplify
+from . import control_flow, folding, fusion, gather_reduce, partition_stitch, passes, simplify
+from .placer import place
 from .plan_ir import (Pass, PlanIR, check_ir, describe, graph_fingerprint,  # noqa: F401
                       initial_ir, substitute)
 from .specialize import NotSpecializable, specialize
@@ -46,7 +48,7 @@ def until_stable(*passes: Pass, rounds: int = 4) -> Pass:
         for _ in range(rounds):
             before = ir
             ir = run_pipeline(ir, passes)  # each checked, when checking
-            if ir.subst == before.subst:
+            if ir is before:
                 break
         return ir
     run.__name__ = "until_stable(" + ", ".join(p.__name__ for p in passes) + ")"
@@ -58,19 +60,19 @@ def fold_pass(devices, config) -> Pass:
     """Constant folding (runtime/folding.py), shape-only ops included."""
     def fold_constants(ir: PlanIR) -> PlanIR:
         roots: list[Output] = []
-        found = folding.fold_constants(list(ir.ops), ir.fed, dict(ir.subst), devices, config, roots)
+        found = folding.fold_constants(list(ir.ops), ir.fed, devices, config, roots)
         return substitute(ir, found, roots)
     return fold_constants
 
 
 def simplify_pass(ir: PlanIR) -> PlanIR:
     """Arithmetic and shape simplification (runtime/simplify.py)."""
-    return substitute(ir, simplify.simplify(list(ir.ops), ir.fed, dict(ir.subst)))
+    return substitute(ir, simplify.simplify(list(ir.ops), ir.fed))
 
 
 def share_loops_pass(ir: PlanIR) -> PlanIR:
     """A While and its recorded twin (its gradient's) as one loop (runtime/control_flow.py)."""
-    return substitute(ir, control_flow.share_recorded_loops(list(ir.ops), ir.fed, dict(ir.subst)))
+    return substitute(ir, control_flow.share_recorded_loops(list(ir.ops), ir.fed))
 
 
 def partition_stitch_pass(ir: PlanIR) -> PlanIR:
@@ -80,13 +82,12 @@ def partition_stitch_pass(ir: PlanIR) -> PlanIR:
 
 def gather_reduce_pass(ir: PlanIR) -> PlanIR:
     """Gather -> scale -> segment-sum as one node (runtime/gather_reduce.py)."""
-    return substitute(ir, gather_reduce.fuse_gather_reduce(list(ir.ops), ir.fed, dict(ir.subst),
-                                                           ir.targets))
+    return substitute(ir, gather_reduce.fuse_gather_reduce(list(ir.ops), ir.fed, ir.targets))
 
 
 def fuse_pass(ir: PlanIR) -> PlanIR:
     """Element-wise regions as fused nodes (runtime/fusion.py)."""
-    return substitute(ir, fusion.fuse_elementwise(list(ir.ops), ir.fed, dict(ir.subst), ir.targets))
+    return substitute(ir, fusion.fuse_elementwise(list(ir.ops), ir.fed, ir.targets))
 
 
 def optimizing_passes(devices, config) -> tuple[Pass, ...]:
@@ -112,11 +113,36 @@ def specialize_pass(feed_shapes: Sequence[tuple]) -> Pass:
     return specialize_for_shapes
 
 
+def require_feeds_pass(ir: PlanIR) -> PlanIR:
+    """TensorFlow's error for a Placeholder the plan needs but is not fed (after the
+    rewrites: a Placeholder whose static shape was all a Shape needed is not needed)."""
+    passes.require_feeds(ir.ops, ir.fed)
+    return ir
+
+
+def place_pass(devices, config) -> Pass:
+    """The device of every op (runtime/placer.py): the last pass, the IR's
+    ``placement``."""
+    def place_ops(ir: PlanIR) -> PlanIR:
+        chosen = place(ir.ops, devices, soft_placement=config.allow_soft_placement,
+                       log_placement=config.log_device_placement)
+        return replace(ir, placement=chosen)
+    place_ops.__name__ = "place_pass"
+    return place_ops
+
+
+def plan_passes(devices, config, feed_shapes: Sequence[tuple] | None = None) -> tuple[Pass, ...]:
+    """Every pass a Session's plan runs, in order: the specialization for ``feed_shapes``
+    when given, the optimizing passes (with ``config.optimize``), the feeds' check, the
+    placement."""
+    passes_ = optimizing_passes(devices, config) if config.optimize else ()
+    if feed_shapes is not None:
+        passes_ = (specialize_pass(feed_shapes), *passes_)
+    return (*passes_, require_feeds_pass, place_pass(devices, config))
+
+
 def compile_ir(fetches: Sequence, feeds: Sequence[Output], devices, config,
                feed_shapes: Sequence[tuple] | None = None) -> PlanIR:
-    """The IR a Session runs for a signature: the graph as written, specialized for
-    ``feed_shapes`` when given, then (with ``config.optimize``) every optimizing pass."""
-    passes = optimizing_passes(devices, config) if config.optimize else ()
-    if feed_shapes is not None:
-        passes = (specialize_pass(feed_shapes), *passes)
-    return run_pipeline(initial_ir(fetches, feeds), passes)
+    """The IR a Session runs for a signature: the graph as written, through every pass
+    of :func:`plan_passes`."""
+    return run_pipeline(initial_ir(fetches, feeds), plan_passes(devices, config, feed_shapes))

@@ -32,8 +32,10 @@ from graphflow.registry import op_def
 
 
 
-def simplified(op: Operation, resolve: Callable[[Output], Output]) -> Output | None:
-    """The existing value ``op``'s single output equals, or None."""
+def simplified(op: Operation, resolve: Callable[[Output], Output],
+               fed: Collection[Output] = ()) -> Output | None:
+    """The existing value ``op``'s single output equals, or None (never looking through
+    a fed value: a feed replaces what its op would compute)."""
     if len(op.outputs) != 1:
         return None
     out = op.outputs[0]
@@ -56,7 +58,7 @@ def simplified(op: Operation, resolve: Callable[[Output], Output]) -> Output | N
         return _same(inputs[0], out) if axes is not None and axes.size == 0 else None
     if kind == "Neg":
         inner = inputs[0].op
-        if inner.type == "Neg" and not inner.control_inputs:
+        if inner.type == "Neg" and not inner.control_inputs and inputs[0] not in fed:
             return _same(resolve(inner.inputs[0]), out)
         return None
     if kind in ("Mul", "Add", "Sub", "RealDiv", "Div"):
@@ -113,18 +115,17 @@ def _identity_element(kind: str, c: Output, x: Output) -> bool:
     return bool(np.all(zero & ~np.signbit(value)))  # x - (+0.0)
 
 
-def simplify(ops: list[Operation], fed: Collection[Output], subst: dict) -> dict[Output, Output]:
+def simplify(ops: list[Operation], fed: Collection[Output]) -> dict[Output, Output]:
     """Substitutes ``output -> existing value`` for every simplifiable op of ``ops``."""
     found: dict[Output, Output] = {}
 
     def resolve(o: Output) -> Output:
-        o = subst.get(o, o)
         return found.get(o, o)
 
     for op in ops:
         if op.control_inputs or op.op_def.stateful or any(o in fed for o in op.outputs):
             continue
-        target = simplified(op, resolve)
+        target = simplified(op, resolve, fed)
         if target is not None and target is not op.outputs[0]:
             found[op.outputs[0]] = target
     return found

@@ -5,8 +5,7 @@ A placeholder declared ``[None, 64]`` and fed ``[32, 64]`` makes every shape
 downstream known; then Shape/Size/BroadcastGradientArgs fold and the
 simplifications apply (runtime/pipeline.py). Each op whose shapes get more precise
 is cloned (the same name, attrs and inputs; a node of the plan only, never of the
-graph) with the refined shapes; the graph's op maps to its clone as every rewrite's
-substitute does.
+graph) with the refined shapes, reading the clones of its inputs.
 
 The policy (runtime/executor.py, ``Plan.run``): a plan whose feeds all have fully
 known static shapes is never specialized. Otherwise a shape signature seen a
@@ -49,9 +48,47 @@ def needs_specializing(feeds: Sequence[Output]) -> bool:
 def specialize(ir: PlanIR, shapes: Sequence[tuple]) -> PlanIR | None:
     """``ir`` with the feeds' shapes fixed to ``shapes``, or None when a shape rule
     refuses them (the general plan then reports the error when it runs)."""
-    clone_of: dict[Operation, Operation] = {}
-    subst: dict[Output, Output] = {}
-    refined: dict[Operation, list[TensorShape]] = {}  # a fed op -> its outputs' shapes
+    refined = _fed_shapes(ir, shapes)  # a fed op -> its outputs' shapes
+    if refined is None:
+        return None
+    needed = set(ir.ops)
+    clone_of = {op: _clone(op, op.inputs, op.control_inputs, op_shapes)
+                for op, op_shapes in refined.items() if op not in needed}
+
+    def value(o: Output) -> Output:
+        clone = clone_of.get(o.op)
+        return o if clone is None else clone.outputs[o.index]
+
+    fed = set(ir.feeds)
+    for op in ir.ops:  # in order: each op's inputs are cloned before it
+        inputs = [value(i) for i in op.inputs]
+        controls = [clone_of.get(c, c) for c in op.control_inputs]
+        if op not in refined and all(a is b for a, b in zip(inputs, op.inputs)) and \
+                all(a is b for a, b in zip(controls, op.control_inputs)):
+            continue
+        probe = _clone(op, inputs, controls, [o.shape for o in op.outputs])
+        try:
+            inferred = infer_shapes(op.op_def, op.name, probe.grouped_inputs(),
+                                     dict(op.attrs), len(op.outputs))
+            fixed = refined.get(op) or [o.shape for o in op.outputs]
+            known = [fixed[k] if o in fed else new.merge_with(o.shape)
+                     for k, (o, new) in enumerate(zip(op.outputs, inferred))]
+        except (OpError, ValueError, TypeError):
+            return None
+        clone_of[op] = _clone(op, inputs, controls, known)
+    # the clones read clones: the IR is rewired as it is cloned; a fetched Operation is
+    # its clone too (else it runs twice: fetched, and as a control)
+    fetches = tuple(value(f) if isinstance(f, Output) else clone_of.get(f, f) for f in ir.fetches)
+    feeds = tuple(value(f) for f in ir.feeds)
+    roots = tuple(value(r) for r in ir.roots)
+    replaced = {source: value(target) for source, target in ir.replaced.items()}
+    return PlanIR(fetches, feeds, tuple(prune(fetches + roots, set(feeds))), replaced, roots)
+
+
+def _fed_shapes(ir: PlanIR, shapes: Sequence[tuple]) -> dict | None:
+    """Per op with a fed output of a shape not fully known: its outputs' shapes, the
+    fed ones fixed to ``shapes``; None where a fed shape contradicts the static one."""
+    refined: dict[Operation, list[TensorShape]] = {}
     for feed, shape in zip(ir.feeds, shapes):
         if feed.shape.is_fully_defined():
             continue
@@ -60,38 +97,7 @@ def specialize(ir: PlanIR, shapes: Sequence[tuple]) -> PlanIR | None:
         except ValueError:
             return None
         refined.setdefault(feed.op, [o.shape for o in feed.op.outputs])[feed.index] = known
-    for op, op_shapes in refined.items():
-        clone_of[op] = _clone(op, op.inputs, op.control_inputs, op_shapes)
-    feeds = [clone_of[f.op].outputs[f.index] if f.op in clone_of else f for f in ir.feeds]
-    subst.update((f, new) for f, new in zip(ir.feeds, feeds) if new is not f)
-    fed = set(ir.feeds)
-    for op in ir.ops:
-        if op in clone_of:
-            continue
-        inputs = [subst.get(i, i) for i in op.inputs]
-        controls = [clone_of.get(c, c) for c in op.control_inputs]
-        if all(a is b for a, b in zip(inputs, op.inputs)) and \
-                all(a is b for a, b in zip(controls, op.control_inputs)):
-            continue
-        probe = _clone(op, inputs, controls, [o.shape for o in op.outputs])
-        try:
-            inferred = infer_shapes(op.op_def, op.name, probe.grouped_inputs(),
-                                     dict(op.attrs), len(op.outputs))
-            clone = _clone(op, inputs, controls, [new.merge_with(o.shape)
-                                                  for o, new in zip(op.outputs, inferred)])
-        except (OpError, ValueError, TypeError):
-            return None
-        clone_of[op] = clone
-        for old, new in zip(op.outputs, clone.outputs):
-            if old not in fed:
-                subst[old] = new
-    # clones carry their control inputs already: wired in directly, not by substitute();
-    # a fetched Operation is its clone too (else it runs twice: fetched, and as a control)
-    fetches = tuple(subst.get(f, f) if isinstance(f, Output) else clone_of.get(f, f)
-                    for f in ir.fetches)
-    roots = tuple(subst.get(r, r) for r in ir.roots)
-    ops = prune(fetches + roots, set(feeds), subst)
-    return PlanIR(fetches, tuple(feeds), tuple(ops), subst, roots)
+    return refined
 
 
 def _clone(op: Operation, inputs, controls, shapes) -> Operation:

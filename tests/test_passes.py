@@ -43,7 +43,7 @@ def test_locate_gives_each_device_that_reads_a_feed_one_copy_step():
     gpu = SimulatedGPU(0)
     ops = passes.prune([b], {x})
     placement = {op: (gpu if op.name == "b" else CPU) for op in ops}
-    layout = passes.locate(ops, placement, [x], [b], {}, [CPU, gpu])
+    layout = passes.locate(ops, placement, [x], [b], [CPU, gpu])
     copies = [s for s in layout.steps if isinstance(s, CopyStep)]
     assert [c.label for c in copies] == ["copy x:0 -> /device:CPU:0", "copy a:0 -> /device:GPU:0"]
     assert copies[0].source is None and not copies[0].fresh  # a feed: wherever it lives
@@ -56,7 +56,7 @@ def test_liveness_releases_after_the_last_reader_and_forwards_only_private_value
     scope, x, a, b = _chain()
     c = scope.tensor_scatter_add(scope.add(b, 0.0), [[0]], [1.0])
     ops = passes.prune([c, a], {x})
-    layout = passes.locate(ops, {op: CPU for op in ops}, [x], [c, a], {}, [CPU])
+    layout = passes.locate(ops, {op: CPU for op in ops}, [x], [c, a], [CPU])
     live = passes.liveness(layout)
     names = [s.label for s in layout.steps]
     slot_a = layout.fetch_slots[1]
@@ -75,7 +75,7 @@ def test_schedule_counts_producers_and_control_inputs():
     first = scope.add(x, 1.0, name="first")
     second = scope.with_control_dependencies([first]).mul(x, 2.0, name="second")
     ops = passes.prune([second], {x})
-    layout = passes.locate(ops, {op: CPU for op in ops}, [x], [second], {}, [CPU])
+    layout = passes.locate(ops, {op: CPU for op in ops}, [x], [second], [CPU])
     sched = passes.schedule(layout.steps)
     k = next(i for i, s in enumerate(layout.steps) if s.label == "second")
     # the copy of x, the constant 2.0, and the control input `first`
@@ -90,7 +90,7 @@ def test_fold_constants_computes_constant_subgraphs_once():
     x = scope.placeholder(gf.int32, shape=[8])
     y = scope.add(seed, x)
     ops = passes.prune([y], {x})
-    folded = fold_constants(ops, {x}, {}, [CPU], CONFIG)
+    folded = fold_constants(ops, {x}, [CPU], CONFIG)
     assert set(folded) == {seed}
     const = folded[seed].op
     assert const.type == "Const" and not const.attrs["value"].flags.writeable
@@ -106,8 +106,8 @@ def test_fold_constants_leaves_errors_big_values_and_gpus_to_run_time():
     big = scope.fill([MAX_FOLDED_BYTES // 4 + 1], np.float32(1), name="big")
     ok = scope.add(scope.constant(1.0), 2.0, name="ok")
     ops = passes.prune([bad, big, ok], set())
-    assert set(fold_constants(ops, set(), {}, [CPU], CONFIG)) == {ok}
-    assert fold_constants(ops, set(), {}, [CPU, SimulatedGPU(0)], CONFIG) == {}
+    assert set(fold_constants(ops, set(), [CPU], CONFIG)) == {ok}
+    assert fold_constants(ops, set(), [CPU, SimulatedGPU(0)], CONFIG) == {}
     with gf.Session(scope.graph) as sess:
         with pytest.raises(InvalidArgumentError, match=r"indices\[0\] = \[9\].*\[node bad\]"):
             sess.run(bad)

@@ -24,7 +24,7 @@ def _graph():
 
 def test_the_ir_after_each_pass():
     names = inspection.stage_names(_graph())
-    assert names[0] == "initial" and names[-2:] == ["fuse_pass", "segments"]
+    assert names[0] == "initial" and names[-4:] == ["fuse_pass", "require_feeds_pass", "place_pass", "segments"]
     fused = inspection.after(_graph(), "fuse")
     assert fused.startswith("# the plan IR after fuse_pass")
     assert "_FusedElementwise" in fused and "Mul " not in fused
@@ -36,7 +36,7 @@ def test_the_segments_of_the_built_plan():
 
 
 def test_cli_inspect_after(tmp_path, capsys):
-    from graphflow.cli import main
+    from graphflow.tools.cli import main
     path = tmp_path / "g.json"
     _graph().save(str(path))
     assert main(["inspect", str(path), "--after", "segments"]) in (0, None)

@@ -60,6 +60,24 @@ def test_each_simplification_alone_is_bit_exact(name):
     assert len(kernels) == 1, kernels  # only the reader (Mul(x, Neg(x)) fused) is left
 
 
+
+def test_a_fed_value_is_not_looked_through():
+    """-(-x) is x, but not where the inner Neg's value is fed: the feed is what the
+    outer Neg negates (a specialized plan too: the partition's size changes)."""
+    g = gf.Graph()
+    s = gf.Scope(g)
+    mask = s.placeholder(gf.bool, shape=[3])
+    parts = s.dynamic_partition(s.constant(np.array([1.0, 2.0, 3.0], np.float32)),
+                                s.cast(mask, gf.int32), num_partitions=2)
+    inner = s.neg(parts[0])
+    outer = s.neg(inner)
+    fed = np.array([-5.0, 7.0], np.float32)
+    for m in ([False, False, True], [False, True, False], [False, True, False]):
+        with gf.Session(g) as sess:
+            for _ in range(3):
+                got = sess.run(outer, {inner: fed, mask: np.array(m)})
+                np.testing.assert_array_equal(got, -fed)
+
 @pytest.mark.parametrize("value", [np.float32(0.0), np.zeros(8, np.float32)])
 def test_adding_positive_zero_is_not_simplified(value):
     """x + (+0.0) turns -0.0 into +0.0: it stays, and the result keeps that bit."""
