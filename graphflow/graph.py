@@ -105,14 +105,15 @@ class Operation:
     def stand_in(cls, original: "Operation", op_def: "OpDef", inputs: Iterable[Output],
                  arg_lengths: tuple[int, ...], attrs: Mapping[str, Any],
                  outputs: Iterable[tuple[DType, TensorShape]], *, name: str | None = None,
-                 control_inputs: Iterable["Operation"] = ()) -> "Operation":
+                 control_inputs: Iterable["Operation"] = ()) -> "PlanNode":
         """A plan-only node standing for ``original`` (a rewrite's product): outside the
         graph's registry of names, on ``original``'s device, with its site and its
         position in the creation order, so that a plan sorts it where ``original`` was."""
-        node = cls(original.graph, name or original.name, op_def, inputs, arg_lengths,
-                   control_inputs, attrs, original.device, original.site)
+        node = PlanNode(original.graph, name or original.name, op_def, inputs, arg_lengths,
+                        control_inputs, attrs, original.device, original.site)
         node.outputs = tuple(Output(node, k, dt, sh) for k, (dt, sh) in enumerate(outputs))
         node._position = original._position
+        node._frozen = True
         return node
 
     @property
@@ -153,6 +154,20 @@ class Operation:
 
     def __repr__(self) -> str:
         return f"<gf.Operation '{self.name}' type={self.type}>"
+
+
+class PlanNode(Operation):
+    """A node only a plan knows (runtime/plan_ir.py): a rewrite's product, or a copy of a
+    graph node that reads other inputs. It is outside its graph's registry of names and
+    immutable: a pass that wants another node makes one (``Operation.stand_in``)."""
+
+    __slots__ = ("_frozen",)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if getattr(self, "_frozen", False):
+            raise AttributeError(f"plan node '{self.name}' is immutable: a pass makes a new "
+                                 f"node instead of changing one (runtime/plan_ir.py)")
+        object.__setattr__(self, name, value)
 
 
 class Graph:

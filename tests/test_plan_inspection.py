@@ -10,6 +10,7 @@ import pytest
 
 import graphflow as gf
 from graphflow.errors import InternalError
+from graphflow.graph import PlanNode
 from graphflow.runtime import inspection, pipeline
 
 
@@ -24,7 +25,10 @@ def _graph():
 
 def test_the_ir_after_each_pass():
     names = inspection.stage_names(_graph())
-    assert names[0] == "initial" and names[-4:] == ["fuse_pass", "require_feeds_pass", "place_pass", "segments"]
+    assert names[0] == "initial"
+    assert names[-4:] == ["fuse_pass", "require_feeds_pass", "place_pass", "segments"]
+    placed = inspection.after(_graph(), "place_pass")
+    assert "DEVICE" in placed and "/device:CPU:0" in placed
     fused = inspection.after(_graph(), "fuse")
     assert fused.startswith("# the plan IR after fuse_pass")
     assert "_FusedElementwise" in fused and "Mul " not in fused
@@ -90,6 +94,22 @@ def test_every_optimizing_pass_keeps_the_invariants(monkeypatch):
         for _ in range(3):
             got = sess.run(y, {x: np.arange(6, dtype=np.float32)})
     assert np.isfinite(got)
+
+
+def test_the_ir_is_rewired_and_its_nodes_are_values():
+    """After the passes every op reads its inputs directly (no substitution map to look
+    through); the nodes a pass made are PlanNodes, which no one can change; the user's
+    graph keeps its own nodes, as they were."""
+    g = _graph()
+    ir = inspection.plan_stages(g)[-1][1]
+    computed = {o for op in ir.ops for o in op.outputs} | set(ir.feeds)
+    assert all(i in computed for op in ir.ops for i in op.inputs)
+    made = [op for op in ir.ops if isinstance(op, PlanNode)]
+    assert made and all(op not in g.operations() for op in made)
+    assert not any(isinstance(op, PlanNode) for op in g.operations())
+    with pytest.raises(AttributeError, match="immutable"):
+        made[0].inputs = ()
+    assert set(ir.placement) == set(ir.ops)
 
 
 def _extending_example():
