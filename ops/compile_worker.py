@@ -4,11 +4,11 @@ numba's compiler is Python: a kernel compiling on the background thread of tiere
 compilation (ops/fused_elementwise.py) holds the GIL for most of its 0.2-5 s, and the
 thread running the user's steps stalls with it (a chain of 1000 small nodes: one call
 of 5 s). A generated kernel (a fused region, a compiled segment or loop, a partitioned
-select) is a module file in the kernel cache folder (ops/jit.py), compiled with
-``cache=True``: so one worker process, started on first need, compiles it there and
-fills numba's disk cache, while the caller's background thread only waits on a pipe;
-then that thread loads the compiled code from the cache (milliseconds), as a later
-process would.
+select) is a module file in the kernel cache folder (ops/codegen.py's ``load_numba``),
+compiled with ``cache=True``: so one worker process, started on first need, compiles
+it there and fills numba's disk cache, while the caller's background thread only waits
+on a pipe; then that thread loads the compiled code from the cache (milliseconds), as a
+later process would.
 
 The worker is ``python -m graphflow.ops.compile_worker`` with the caller's graphflow
 (its folder first on ``PYTHONPATH``) and environment; requests and replies are
@@ -33,12 +33,12 @@ import threading
 from pathlib import Path
 from typing import BinaryIO
 
-from . import jit
+from . import codegen, jit
 
 log = logging.getLogger("graphflow.jit")
 
 _BINDING = re.compile(r"^# (\w+) = ([\w.]+):([\w.]+)$", re.MULTILINE)
-_GENERATED_PREFIX = "graphflow_fused_"
+_GENERATED_PREFIX = codegen.MODULE_PREFIX
 
 
 def enabled() -> bool:
@@ -160,7 +160,8 @@ def load_module_function(path: str, function: str):
             for part in qualname.split("."):
                 target = getattr(target, part)
             env[name] = target
-    return jit.load_generated(source, function, env)
+    fn, _ = codegen.load_numba(source, function, env)
+    return fn
 
 
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:

@@ -39,6 +39,7 @@ from graphflow.lowering import Deferred, Lowering, dtype_literal, shape_literal
 from graphflow.memory_limit import limit_outputs
 from graphflow.registry import IntAttr, TypeAttr, register_op
 
+from .codegen import note_used
 from .compile_worker import compile_elsewhere
 
 FusedElementwise = register_op(
@@ -223,6 +224,7 @@ class _FusedRun:
             if fn is None:
                 fn = self.program.kernel(scalars, rank)
             fn = self.kernels.setdefault(key, fn)
+            _note(self.ctx, fn)
         if key in self.ready or fn is _UNCOMPILED:
             return fn
         if compiled_for(fn, args, asked_before=max(asked - 1, 0)):
@@ -237,6 +239,11 @@ class _FusedRun:
             log.warning("fused kernel of %s failed to compile, running its nodes one by one: "
                         "%s", self.ctx.node_name, err)
         return self.per_node(inputs)
+
+
+def _note(ctx, fn) -> None:
+    """The plan lists the kernel its fused node runs (``plan.code``), naming the nodes."""
+    note_used(ctx, fn, [op.name for op in region_of(ctx).members])
 
 
 #: Fused regions of at most this many nodes are lowered into compiled segments; a bigger
@@ -290,6 +297,7 @@ def _prepare_fused(spec):
             if fn is None or not fn.overloads:  # not compiled yet: the full kernel
                 return _fused_elementwise(ctx, inputs)
             compiled.append(fn)
+            _note(ctx, fn)
         outs = [new() for new in allocators]
         compiled[0](n, *[x if x.ndim == 1 else x.reshape(-1) for x in inputs],
                     *(outs if flat else [o.reshape(-1) for o in outs]))

@@ -12,8 +12,8 @@ value with itself, maybe ending in an integer Cast), which is
 from the chains (:func:`kernel_source`) and split over the intra-op pool: the
 ids are checked first, then each element runs its own partition's chain only.
 The pass is numba code written out as a module in
-``graphflow.ops.jit.cache_dir()``, so numba's disk cache serves it to later
-processes. float16, complex and string data, and inputs too small to pay for a
+``graphflow.ops.jit.cache_dir()`` (ops/codegen.py's ``load_numba``), so numba's disk
+cache serves it to later processes; a plan lists it (``plan.code``) once loaded. float16, complex and string data, and inputs too small to pay for a
 compile (:data:`COMPILE_MIN_ELEMENTS`), take a numpy path that computes every
 chain over all of x and selects.
 
@@ -40,7 +40,7 @@ from graphflow.shapes import debug_string
 from .elementwise_table import COMPILED_DTYPES, type_aliases
 from .fused_elementwise import compiled_for
 from .intra_op import run_in_chunks
-from .jit import load_generated
+from .codegen import load_numba, note_used
 from .partition_loops import first_bad_id, readonly
 
 PartitionedSelect = register_op(
@@ -128,12 +128,13 @@ _compiled_lock = threading.Lock()
 
 
 def compiled_kernel(source: str) -> Callable:
-    """``partitioned_select`` of the generated ``source`` (ops/jit.py's loader: served by
-    numba's disk cache to later processes), loaded once per process."""
+    """``partitioned_select`` of the generated ``source`` (ops/codegen.py's loader: served
+    by numba's disk cache to later processes), loaded once per process."""
     with _compiled_lock:
         fn = _compiled.get(source)
         if fn is None:
-            fn = _compiled[source] = load_generated(source, "partitioned_select")
+            fn, _ = load_numba(source, "partitioned_select", what="partitioned select (numba)")
+            _compiled[source] = fn
         return fn
 
 
@@ -206,7 +207,9 @@ def _compile_pass(ctx, kind: str) -> tuple[Callable, np.ndarray]:
                            ctx.attrs.get("compare"), ctx.attrs["Tout"].as_numpy_dtype)
     branches = list(dict.fromkeys(programs))
     branch_of = np.array([branches.index(chain) for chain in programs], np.int32)
-    return compiled_kernel(source), readonly(branch_of)
+    fn = compiled_kernel(source)
+    note_used(ctx, fn, ctx.attrs.get("replaces") or [ctx.node_name])  # listed in plan.code
+    return fn, readonly(branch_of)
 
 
 @PartitionedSelect.kernel("gpu", T=NON_STRING_TYPES)

@@ -1,5 +1,5 @@
-"""numba, as graphflow's kernels use it: one decorator, one cache folder, and one
-loader of generated kernel sources (:func:`load_generated`).
+"""numba, as graphflow's kernels use it: one decorator and one cache folder (generated
+kernel sources are loaded into it by ops/codegen.py's :func:`load_numba`).
 
 Every compiled CPU kernel goes through :func:`kernel`:
 
@@ -24,11 +24,8 @@ DEBUG otherwise (``graphflow -v`` shows the INFO lines).
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.util
 import logging
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -121,54 +118,6 @@ def kernel(fn: Callable | None = None, **options) -> Callable:
     if fn is None:
         return lambda f: numba.njit(**options)(f)
     return numba.njit(**options)(fn)
-
-
-# -- generated kernels ---------------------------------------------------------------------
-def load_generated(source: str, function: str, env: dict | None = None) -> Callable:
-    """The compiled ``function`` of a generated module ``source`` (numba code that
-    decorates its kernels with ``@kernel`` imported from here). ``env`` holds globals
-    the module uses without importing them (compiled functions it calls): the source
-    must name them, so that its hash, which names the module and its disk cache,
-    tells them apart.
-
-    The module is written once under :func:`cache_dir` (named by its hash, atomically:
-    another process may write the same file), so that numba's disk cache finds it
-    again in the next process; a damaged copy there is replaced, saying so. With the
-    cache off (``GRAPHFLOW_JIT_CACHE=0``) or a folder that cannot be written, the module
-    is built in memory and compiled without the disk cache."""
-    name = "graphflow_fused_" + hashlib.sha1(source.encode()).hexdigest()[:20]
-    try:
-        if not cache_enabled():  # nothing is written there
-            raise OSError("the kernel cache is off")
-        module = _import_source(name, source, env or {})
-    except (OSError, RuntimeError) as e:  # numba's "cannot cache function" is a RuntimeError
-        log.info("generated kernels are not cached on disk (%s): %s", cache_dir(), e)
-        module = type(sys)(name)
-        module.__dict__.update(env or {})
-        uncached = source.replace("@kernel\n", "@kernel(cache=False)\n")
-        exec(compile(uncached, f"<graphflow generated {name}>", "exec"), module.__dict__)  # noqa: S102
-    return getattr(module, function)
-
-
-def _import_source(name: str, source: str, env: dict):
-    """Import ``source`` as module ``name`` from its file in the cache folder."""
-    folder = cache_dir() / "fused"
-    path = folder / f"{name}.py"
-    if path.exists() and path.read_text() != source:  # damaged (truncated, edited)
-        log.warning("graphflow: discarding a damaged generated kernel source %s", path)
-        path.unlink()
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(source)
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    module.__dict__.update(env)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 # -- a damaged cache is discarded, never fatal ----------------------------------------------

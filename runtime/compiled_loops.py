@@ -41,8 +41,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..ops.codegen import GeneratedCode, called_code, numba_code
 from ..ops.fused_elementwise import COMPILE_AFTER_CALLS, compiled_for
-from .codegen import GeneratedCode, numba_code
 from .lowered_source import NotLowerable, SourceWriter
 from .segments import enabled as segments_enabled
 from .segments import load_segment_source, lowering_of
@@ -113,8 +113,10 @@ class CompiledLoop:
 
     @property
     def code(self) -> list[GeneratedCode]:
-        """Its generated numba function, once generated."""
-        return numba_code("compiled loop (numba)", self.source, self.fn)
+        """Its generated numba function, once generated, and the generated kernels it
+        calls (fused regions), once loaded."""
+        return numba_code("compiled loop (numba)", self.source, self.fn, self.node_names) \
+            + called_code(getattr(self, "env", {}), getattr(self, "users", {}))
 
     def run(self, values: Sequence) -> list | None:
         """The loop's results, computed compiled, or None."""
@@ -150,7 +152,8 @@ class CompiledLoop:
     def _run_chunks(self, args: list) -> list | None:
         if self.fn is None:
             try:
-                self.fn = load_segment_source(self.source, self.env, "loop")
+                self.fn = load_segment_source(self.source, self.env, "loop",
+                                              "compiled loop (numba)")
             except Exception as e:  # noqa: BLE001
                 return self._give_up(e)
         limit = np.int64(CHUNK_ITERATIONS)
@@ -203,7 +206,7 @@ class CompiledLoop:
         params = ["loop_limit", *variables, *(f"pool{j}" for j in range(len(self.pools)))]
         self.source = writer.module("A compiled while loop (runtime/compiled_loops.py)", "loop",
                                     params, lines)
-        self.env = writer.env
+        self.env, self.users = writer.env, writer.users
 
 
 def _function_lines(writer: SourceWriter, part: _Lowered, variables: list[str]):

@@ -29,7 +29,7 @@ from .parallel import ParallelRun
 from .pipeline import compile_ir
 from .plan_ir import PlanIR
 from .blas_threads import bound_blas_threads, run_blas_threads
-from .codegen import GeneratedCode, load_python
+from ..ops.codegen import GeneratedCode, load_python, used_code
 from .run_modes import RunModes
 from .specialize import MAX_SIGHTINGS, MAX_SPECIALIZED, NotSpecializable, needs_specializing
 from .segments import build_segments
@@ -184,15 +184,25 @@ class Plan:
 
     @property
     def code(self) -> list:
-        """The code this plan generated so far, each a ``GeneratedCode`` (``str()`` prints
-        it): the serial run, its compiled segments' numba functions and callers, its
-        compiled loops (runtime/compiled_loops.py)."""
+        """The generated code this plan runs so far, each a ``GeneratedCode`` (ops/codegen.py;
+        ``str()`` prints it, naming the nodes it came from): the serial run, its compiled
+        segments' numba functions and callers, its compiled loops
+        (runtime/compiled_loops.py), and the generated kernels its steps loaded (fused
+        regions, partitioned selects). One function its nodes share is listed once."""
         found = [] if self.serial_code is None else [self.serial_code]
         for segment in self.segments:
             found += segment.code
         for loop in self.functions.compiled_loops():
             found += loop.code
-        return found
+        for step in self.steps:
+            found += used_code(getattr(step, "ctx", None))
+        merged: dict[tuple[str, str], GeneratedCode] = {}
+        for code in found:
+            key = (code.filename, code.source)
+            seen = merged.get(key)
+            merged[key] = code if seen is None else \
+                seen.for_nodes(dict.fromkeys((*seen.nodes, *code.nodes)))
+        return list(merged.values())
 
     @property
     def specialized(self) -> dict:
@@ -296,7 +306,8 @@ def _straight_line(plan: Plan, releases: Sequence[Sequence[int]]) -> Callable:
     """One generated function ``run(feed_values) -> fetched values`` for a serial plan:
     a line per kernel call and per released slot, no per-step loop or closure call
     (a chain of tiny kernels then costs the kernels). An error is re-raised naming its
-    step. Its source is kept on the plan (``plan.code``) and in linecache."""
+    step. Its source is kept on the plan (``plan.code``) and in linecache (ops/codegen.py),
+    each call line naming its node, so a traceback shows both."""
     env: dict[str, Any] = {"errstate": np.errstate, "ndarray": np.ndarray, "steps": plan.steps,
                            "node_error": _node_error, "release": plan._release,
                            "fetch_value": plan._fetch_value, "initial": plan._initial,
@@ -333,7 +344,7 @@ def _step_lines(plan: Plan, releases: Sequence[Sequence[int]], env: dict) -> lis
         if call is None:
             env[f"r{k}"] = steps[k].compile((), None)
             call = f"r{k}(s)"
-        return [f"k = {k}", call]
+        return [f"k = {k}", f"{call}  # {_label(steps[k])}"]
 
     def release_lines(ks) -> list[str]:
         return [f"release(s, {slot})" for k in ks for slot in releases[k]
@@ -350,10 +361,18 @@ def _step_lines(plan: Plan, releases: Sequence[Sequence[int]], env: dict) -> lis
         env[f"seg{k}"] = segment.run
         for j in found.before:
             body += call_lines(j)
-        body += [f"k = {k}", f"if not seg{k}(s):"]
+        names = segment.names
+        body += [f"k = {k}", f"if not seg{k}(s):  # compiled segment of {names[0]} .. {names[-1]}"]
         body += [f"    {line}" for j, _ in found.lowered for line in call_lines(j)]
         body += release_lines(found.members)
     return body
+
+
+def _label(step: Step) -> str:
+    """The node a step runs, as a generated line's comment names it."""
+    op = getattr(step, "op", None)
+    label = f"{op.name} ({op.type})" if op is not None else getattr(step, "label", "")
+    return " ".join(str(label).splitlines())
 
 
 def _fetch_lines(plan: Plan, env: dict) -> list[str]:

@@ -46,7 +46,7 @@ from graphflow.device_spec import parse_device
 from graphflow.errors import InvalidArgumentError
 from graphflow.graph import Operation, Output
 from graphflow.ops.elementwise_table import type_aliases
-from graphflow.ops.jit import load_generated
+from graphflow.ops.codegen import load_numba
 from graphflow.registry import op_def
 
 from .passes import prune
@@ -151,14 +151,17 @@ class Program:
 
     def kernel(self, scalars: int = 0, rank: int = 0) -> Callable:
         """The compiled kernel of :meth:`source`: cached in this process by structure, and
-        on disk (numba's cache) by its source."""
+        on disk (numba's cache) by its source; its source is kept (ops/codegen.py's
+        ``code_of``), and a plan whose node runs it lists it (``plan.code``)."""
         key = (self, scalars, rank)
         fn = _KERNELS.get(key)
         if fn is None:
             with _COMPILE_LOCK:
                 fn = _KERNELS.get(key)
                 if fn is None:
-                    fn = _KERNELS[key] = load_generated(self.source(scalars, rank), "fused")
+                    fn, _ = load_numba(self.source(scalars, rank), "fused",
+                                       what="fused kernel (numba)")
+                    _KERNELS[key] = fn
         return fn
 
 

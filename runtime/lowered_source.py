@@ -35,6 +35,7 @@ class SourceWriter:
         self.env: dict[str, Any] = {}                # global name -> compiled function
         self._global_of: dict[int, str] = {}
         self.bindings: list[str] = []                # "# g0 = module.function" lines
+        self.users: dict[str, list[str]] = {}        # global name -> the nodes calling it
         self._names = 0
         self._steps = 0
 
@@ -68,6 +69,9 @@ class SourceWriter:
             names[f"o{m}"] = name_of(slot)
         for key, fn in lowered.functions.items():
             names[key] = self._function(fn)
+            users = self.users.setdefault(names[key], [])
+            users += [n for n in step.op.attrs.get("replaces") or (step.op.name,)
+                      if n not in users]
         return lowered.source.format(**names).splitlines()
 
     def _variable(self, step: Step, i: int) -> str:

@@ -1,10 +1,9 @@
-"""The passes that turn a (fetches, feeds) signature into a plan, in order:
+"""The functions the plan's passes are made of, each testable alone:
 
-    prune -> fold constants -> rewrite/fuse -> require_feeds -> place -> locate
-          -> liveness -> schedule
-
-Each is a small function of the previous passes' results, testable alone; the
-Plan (runtime/executor.py) runs them once per signature and compiles the steps.
+    prune, require_feeds              the IR's (runtime/plan_ir.py, runtime/pipeline.py)
+    locate -> preload_constants -> liveness -> attach_contexts
+                                      the step table a Plan builds once from the placed IR
+    heavy_steps, schedule             how a parallel run orders and hops its steps
 """
 from __future__ import annotations
 
@@ -22,7 +21,8 @@ from .steps import CopyStep, KernelStep, Step
 # -- prune ----------------------------------------------------------------------------
 def prune(fetches: Sequence, fed: Collection[Output], subst: dict | None = None) -> list[Operation]:
     """The ops the fetches need, in creation (= topological) order. A fed output
-    needs nothing; ``subst`` replaces outputs by those of rewritten nodes."""
+    needs nothing; ``subst`` replaces outputs by those of rewritten nodes (a rewrite
+    that :func:`runtime.plan_ir.substitute` is wiring in)."""
     subst = subst or {}
     needed: set[Operation] = set()
     stack: list[Operation] = []

@@ -43,10 +43,9 @@ import numpy as np
 from graphflow.kernel_context import KernelSpec
 from graphflow.lowering import Lowering
 
+from ..ops.codegen import GeneratedCode, called_code, load_numba, load_python, numba_code
 from ..ops.fused_elementwise import COMPILE_AFTER_CALLS, compiled_for
-from ..ops.jit import load_generated
 from ..ops.variable_ops import handle_attrs
-from .codegen import GeneratedCode, load_python, numba_code
 from .lowered_source import NotLowerable, SourceWriter
 from .steps import CopyStep, KernelStep, Step
 
@@ -160,9 +159,12 @@ class Segment:
 
     @property
     def code(self) -> list[GeneratedCode]:
-        """Its generated numba function and Python caller, once generated."""
-        found = numba_code("compiled segment (numba)", self.source, self.fn)
-        return found + ([self.runner_code] if self.runner_code is not None else [])
+        """Its generated numba function and Python caller, once generated, and the
+        generated kernels it calls (fused regions), once loaded."""
+        found = numba_code("compiled segment (numba)", self.source, self.fn, self.names)
+        if self.runner_code is not None:
+            found.append(self.runner_code.for_nodes(self.names))
+        return found + called_code(getattr(self, "env", {}), getattr(self, "users", {}))
 
     def run(self, slots: list) -> bool:
         """Run the segment on the plan's slots (True), or decline (False). Its source is
@@ -219,13 +221,13 @@ class Segment:
         result = f"(ok, {''.join(f'{local[slot]}, ' for slot in self.outputs)})"
         self.source = writer.module("A compiled segment (runtime/segments.py)", "segment",
                                     params, ["ok = True", *unpack, *body, f"return {result}"])
-        self.env = writer.env
+        self.env, self.users = writer.env, writer.users
         self._runner = self._make_runner()
 
     def _make_runner(self):
         """``run(slots) -> bool``, generated: a line per argument, variable and output."""
         env: dict[str, Any] = {"segment": self, "ndarray": np.ndarray, "asarray": np.asarray}
-        lines = ["def run(s):",
+        lines = [f"# calls the compiled segment of {', '.join(self.names)}", "def run(s):",
                  "    fn = segment.fn if segment.ready else segment.compiled(s)",
                  "    if fn is None:", "        return False"]
         args = []
@@ -311,14 +313,16 @@ _LOADED: dict[str, Any] = {}  # source -> its numba dispatcher, one per process
 _LOADED_LOCK = threading.Lock()
 
 
-def load_segment_source(source: str, env: dict, function: str = "segment") -> Any:
-    """The dispatcher of a generated segment's (or compiled loop's) source: one per
-    process, so that plans with the same segment (a repeated block, a plan built again)
-    share its compile."""
+def load_segment_source(source: str, env: dict, function: str = "segment",
+                        what: str = "compiled segment (numba)") -> Any:
+    """The dispatcher of a generated segment's (or compiled loop's) source
+    (ops/codegen.py's ``load_numba``): one per process, so that plans with the same
+    segment (a repeated block, a plan built again) share its compile."""
     with _LOADED_LOCK:
         fn = _LOADED.get(source)
         if fn is None:
-            fn = _LOADED[source] = load_generated(source, function, env)
+            fn, _ = load_numba(source, function, env, what)
+            _LOADED[source] = fn
         return fn
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from graphflow.errors import InvalidArgumentError
 from graphflow.kernel_context import KernelContext
-from graphflow.ops import fused_ops, jit, partition_loops, partition_ops
+from graphflow.ops import codegen, fused_ops, partition_loops, partition_ops
 
 from ref_partition import ref_dynamic_partition, ref_dynamic_stitch
 
@@ -198,7 +198,7 @@ def test_generated_pass_without_a_writable_cache(monkeypatch):
     """A cache folder that cannot be written: the pass compiles from memory."""
     def refuse(name, source, env=None):
         raise PermissionError("read-only")
-    monkeypatch.setattr(jit, "_import_source", refuse)
+    monkeypatch.setattr(codegen, "_import_source", refuse)
     monkeypatch.setattr(fused_ops, "_compiled", {})
     source = fused_ops.kernel_source(((("Neg", 0, -1),), ()), np.dtype(np.int16), "mask")
     fn = fused_ops.compiled_kernel(source)

@@ -154,12 +154,12 @@ def test_sharded_example_prints_progress_and_logs_its_phases():
 
 
 def test_long_compiles_are_logged_at_info(monkeypatch, caplog):
-    from graphflow.ops import jit
+    from graphflow.ops import codegen, jit
 
     monkeypatch.setattr(jit, "LONG_COMPILE_SECONDS", 0.0)
     source = ("from graphflow.ops.jit import kernel\n\n@kernel(cache=False)\n"
               f"def twice_{id(caplog)}(x):\n    return x * 2 + {len(caplog.records)}\n")
-    fn = jit.load_generated(source, f"twice_{id(caplog)}")
+    fn, _ = codegen.load_numba(source, f"twice_{id(caplog)}")
     with caplog.at_level(logging.INFO, logger="graphflow.jit"):
         assert fn(np.float64(2.0)) >= 4.0
     compiled = [r for r in caplog.records if r.name == "graphflow.jit" and "compiled" in
