@@ -126,7 +126,11 @@ class Plan:
             s.run = s.compile(() if self.parallel else slots, release)
         self.runs = [s.run for s in self.steps]
         self.fetch_guards = _fetch_guards(self)
-        self.segments: list = []  # compiled segments of a serial plan (runtime/segments.py)
+        # the step table's last pass: runs of lowered steps as compiled segments, by their
+        # first step (runtime/segments.py); a serial run calls each as one function
+        self.segment_table = build_segments(self.steps, self.preloaded, self.fetch_slots,
+                                            self.junk_slot)
+        self.segments = [segment for segment, _ in self.segment_table.values()]
         self.serial_code: GeneratedCode | None = None  # the serial run's source, once made
         self._releases = live.releases
         self._serial = None if self.parallel else _straight_line(self, live.releases)
@@ -334,8 +338,7 @@ def _step_lines(plan: Plan, releases: Sequence[Sequence[int]], env: dict) -> lis
     # left in their slots (they die with the run): values too small for the buffer pool,
     # and the feeds and preloaded constants, which the pool never takes
     unreleased = _small_slots(steps) | set(plan.feed_slots) | set(plan.preloaded)
-    segments = build_segments(steps, plan.preloaded, plan.fetch_slots, plan.junk_slot)
-    plan.segments = [segment for segment, _ in segments.values()]
+    segments = plan.segment_table
     in_segment: set[int] = set()
     body: list[str] = []
 
