@@ -1,7 +1,7 @@
 """Compiling generated kernels in a worker process, away from the caller's GIL.
 
 numba's compiler is Python: a kernel compiling on the background thread of tiered
-compilation (ops/fused_elementwise.py) holds the GIL for most of its 0.2-5 s, and the
+compilation (ops/tiering.py) holds the GIL for most of its 0.2-5 s, and the
 thread running the user's steps stalls with it (a chain of 1000 small nodes: one call
 of 5 s). A generated kernel (a fused region, a compiled segment or loop, a partitioned
 select) is a module file in the kernel cache folder (ops/codegen.py's ``load_numba``),
@@ -12,16 +12,19 @@ later process would.
 
 The worker is ``python -m graphflow.ops.compile_worker`` with the caller's graphflow
 (its folder first on ``PYTHONPATH``) and environment; requests and replies are
-pickles on its stdin and stdout: ``(module file, function, signature)`` ->
-``(ok, message)``. A generated source names the compiled functions it calls in its
-binding lines (``# g0 = module:qualname``), which the worker imports (a generated one
-from its file). It ends when the caller's pipe closes. Anything that goes wrong there
+pickles on its stdin and stdout: ``(module file or "module:" + a graphflow module's
+name, function, signature)`` -> ``(ok, message)``; a kernel of graphflow's own modules
+(a lean kernel's, wanted for a new signature: ops/tiering.py) compiles there the same
+way. A generated source names the compiled functions it calls in its binding lines
+(``# g0 = module:qualname``), which the worker imports (a generated one from its
+file). It ends when the caller's pipe closes. Anything that goes wrong there
 (no worker, a kernel it cannot compile) falls back to compiling in the caller, as
 before. ``GRAPHFLOW_COMPILE_WORKER=0`` turns it off; so does a kernel cache that is off.
 """
 from __future__ import annotations
 
 import atexit
+import importlib
 import logging
 import os
 import pickle
@@ -94,28 +97,34 @@ def _the_worker() -> _Worker | None:
 
 
 def compile_elsewhere(fn, signature: tuple) -> bool:
-    """Compile numba dispatcher ``fn`` of a generated module for ``signature`` in the
-    worker, into the disk cache; True when it did (``fn.compile(signature)`` then loads
-    it). False for a kernel it does not take (not generated) or a failure there."""
+    """Compile numba dispatcher ``fn`` for ``signature`` in the worker, into the disk
+    cache; True when it did (``fn.compile(signature)`` then loads it). ``fn`` is a
+    kernel of a generated module (by its file) or of one of graphflow's own modules (by
+    its name); False for any other, or a failure there."""
     global _broken
     py = getattr(fn, "py_func", None)
     module = sys.modules.get(py.__module__) if py is not None else None
     path = getattr(module, "__file__", None)
-    if not enabled() or path is None or not py.__module__.startswith(_GENERATED_PREFIX) \
-            or in_disk_cache(fn, signature):
+    if py is None or path is None or not enabled() or in_disk_cache(fn, signature):
         return False  # compiled (or loaded) in-process
+    if py.__module__.startswith(_GENERATED_PREFIX):
+        where = path
+    elif py.__module__.startswith("graphflow.") and "<locals>" not in py.__qualname__:
+        where = "module:" + py.__module__
+    else:
+        return False
     worker = _the_worker()
     if worker is None:
         return False
     try:
-        ok, message = worker.compile(path, py.__name__, signature)
+        ok, message = worker.compile(where, py.__qualname__, signature)
     except (OSError, EOFError, pickle.PickleError) as e:
         with _worker_lock:
             _broken = True
         log.info("graphflow: the compile worker failed (%s); kernels compile in-process", e)
         return False
     if not ok:
-        log.debug("compile worker could not compile %s: %s", py.__name__, message)
+        log.debug("compile worker could not compile %s: %s", py.__qualname__, message)
     return ok
 
 
@@ -155,7 +164,6 @@ def load_module_function(path: str, function: str):
         if module.startswith(_GENERATED_PREFIX):
             env[name] = load_module_function(str(Path(path).with_name(f"{module}.py")), qualname)
         else:
-            import importlib
             target = importlib.import_module(module)
             for part in qualname.split("."):
                 target = getattr(target, part)
@@ -170,9 +178,15 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
         request = _receive(requests)
         if request is None:
             return
-        path, function, signature = request
+        where, function, signature = request
         try:
-            load_module_function(path, function).compile(signature)
+            if where.startswith("module:"):  # a kernel of graphflow's own modules
+                fn = importlib.import_module(where[len("module:"):])
+                for part in function.split("."):
+                    fn = getattr(fn, part)
+            else:
+                fn = load_module_function(where, function)
+            fn.compile(signature)
             reply = (True, "")
         except Exception as e:  # noqa: BLE001 - the caller compiles it and reports
             reply = (False, f"{type(e).__name__}: {e}")

@@ -23,12 +23,8 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Protocol
 
-import numba
 import numpy as np
 from numba.core.errors import NumbaError
 
@@ -40,7 +36,7 @@ from graphflow.memory_limit import limit_outputs
 from graphflow.registry import IntAttr, TypeAttr, register_op
 
 from .codegen import note_used
-from .compile_worker import compile_elsewhere
+from .tiering import COMPILE_AFTER_CALLS, compiled_for, tiered
 
 FusedElementwise = register_op(
     "_FusedElementwise",
@@ -217,7 +213,7 @@ class _FusedRun:
         asked = 0
         if fn is None:
             fn = self.program.loaded_kernel(scalars, rank)
-            if fn is None and _tiered():  # not loaded before its compile is due
+            if fn is None and tiered():  # not loaded before its compile is due
                 asked = self.asked[key] = self.asked.get(key, 0) + 1
                 if asked < COMPILE_AFTER_CALLS:
                     return None
@@ -356,62 +352,6 @@ def _lower_fused(spec):
         + f"{{fused}}({math.prod(shape)}{flat_in}{flat_out})",
         {"fused": Deferred(functools.partial(program.kernel, scalars, 0))},
         weight=len(program.nodes))
-
-
-# -- tiered compilation --------------------------------------------------------------------------
-def _tiered() -> bool:
-    """``GRAPHFLOW_TIERED=0`` makes the first call of a fused node wait for its compiler."""
-    return os.environ.get("GRAPHFLOW_TIERED", "1") != "0"
-
-
-_compiler = None  # one background thread: numba compiles one kernel at a time anyway
-_compiling: dict = {}  # (dispatcher, signature) -> Future
-_compiling_lock = threading.Lock()
-_asked: dict = {}  # (dispatcher, signature) -> calls that found it not compiled yet
-#: A kernel compiles from the call that asks for it this many times: a region that is
-#: run once (a first call, a graph evaluated once) runs its nodes, and numba never
-#: competes with it for the GIL.
-COMPILE_AFTER_CALLS = 2
-
-
-def compiled_for(fn, args: tuple, asked_before: int = 0) -> bool:
-    """Whether numba dispatcher ``fn`` is compiled for ``args``' types. If not, with tiered
-    compilation on, False; its compilation (or loading from the disk cache) starts in
-    the background once it is asked for the :data:`COMPILE_AFTER_CALLS`-th time (a
-    graph run once never waits on numba, nor shares the GIL with it). Off, it compiles
-    here, now."""
-    if not _tiered():
-        return True  # the call compiles it
-    signature = tuple(numba.typeof(a) for a in args)
-    if signature in fn.overloads:
-        return True
-    global _compiler
-    with _compiling_lock:
-        future = _compiling.get((fn, signature))
-        if future is None:
-            asked = _asked[(fn, signature)] = _asked.get((fn, signature), asked_before) + 1
-            if asked < COMPILE_AFTER_CALLS:
-                return False
-            del _asked[(fn, signature)]
-            if _compiler is None:
-                _compiler = ThreadPoolExecutor(1, thread_name_prefix="graphflow-compile")
-            future = _compiling[(fn, signature)] = _compiler.submit(_compile, fn, signature)
-    # done: compiled, or failed, when the caller's own call fails in its words (a fused
-    # node then runs its nodes one by one, a segment its steps, from then on)
-    return future.done()
-
-
-def _compile(fn, signature) -> bool:
-    """On the background thread: a generated kernel compiled by the compile worker
-    (ops/compile_worker.py) and loaded from the disk cache, its GIL-holding compile away
-    from the caller's threads; any other here."""
-    compile_elsewhere(fn, signature)
-    try:
-        fn.compile(signature)
-    except Exception as e:  # noqa: BLE001 - the foreground call reports it
-        log.debug("background compile of %s failed: %s", fn, e)
-        return False
-    return True
 
 
 def _per_node(ctx):

@@ -38,7 +38,7 @@ from graphflow.registry import IntAttr, TypeAttr, op_def, register_op
 from graphflow.shapes import debug_string
 
 from .elementwise_table import COMPILED_DTYPES, type_aliases
-from .fused_elementwise import compiled_for
+from .tiering import compiled_for
 from .intra_op import run_in_chunks
 from .codegen import load_numba, note_used
 from .partition_loops import first_bad_id, readonly

@@ -30,6 +30,7 @@ import numpy as np
 
 from .intra_op import run_in_chunks
 from .jit import jittable, kernel
+from .tiering import compiled_for
 
 
 # -- the loops -------------------------------------------------------------------------------
@@ -85,12 +86,20 @@ def _add_rows_checked(out, column, rows, subtract):
 def checked_row_adder(op: str, dtype: np.dtype):
     """``add(out2d, column, rows2d) -> bool`` for scatters of whole rows ("add" or "sub")
     at depth 1, of a dtype numba compiles (see :func:`_add_rows_checked`); None
-    otherwise. One compiled call validates and writes: what a small fed scatter costs."""
+    otherwise. One compiled call validates and writes: what a small fed scatter costs.
+    False: nothing was written (an index out of bounds, or the kernel is not compiled
+    for these types yet), and the caller's full kernel does the work, in its words."""
     if op not in ("add", "sub") or not can_combine(op, dtype) or np.dtype(dtype).kind == "b":
         return None
     subtract = op == "sub"
+    ready = False
 
     def add(out2d, column, rows2d) -> bool:
+        nonlocal ready
+        if not ready:  # compiled away from the call (ops/tiering.py); until then the
+            if not compiled_for(_add_rows_checked, (out2d, column, rows2d, subtract)):
+                return False  # caller's full kernel does the work
+            ready = True
         return _add_rows_checked(out2d, column, rows2d, subtract)
     return add
 

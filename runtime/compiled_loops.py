@@ -42,7 +42,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..ops.codegen import GeneratedCode, called_code, numba_code
-from ..ops.fused_elementwise import COMPILE_AFTER_CALLS, compiled_for
+from ..ops.tiering import COMPILE_AFTER_CALLS, compiled_for
 from .lowered_source import NotLowerable, SourceWriter
 from .segments import enabled as segments_enabled
 from .segments import load_segment_source, lowering_of

@@ -16,7 +16,7 @@ compiled code, and the chain costs one call.
   is its value array, read and written under its lock (every variable of the
   segment locked for the call, in name order).
 - **Tiered.** A segment compiles from its plan's second call (``COMPILE_AFTER_CALLS``
-  in ops/fused_elementwise.py), in the background (``GRAPHFLOW_TIERED=0``: in that
+  in ops/tiering.py), in the background (``GRAPHFLOW_TIERED=0``: in that
   call); until then, and whenever it cannot run, its steps run one by one.
 - **Errors.** A lowered step never raises (compiled code that raises leaks what it
   holds); where its kernel would fail it sets the segment's status False and writes
@@ -44,7 +44,7 @@ from graphflow.kernel_context import KernelSpec
 from graphflow.lowering import Lowering
 
 from ..ops.codegen import GeneratedCode, called_code, load_numba, load_python, numba_code
-from ..ops.fused_elementwise import COMPILE_AFTER_CALLS, compiled_for
+from ..ops.tiering import COMPILE_AFTER_CALLS, compiled_for
 from ..ops.variable_ops import handle_attrs
 from .lowered_source import NotLowerable, SourceWriter
 from .steps import CopyStep, KernelStep, Step

@@ -12,7 +12,7 @@ from support.segments import outcome, segments_of
 from support.threads import run_in_threads
 
 import graphflow as gf
-from graphflow.ops import fused_elementwise
+from graphflow.ops import tiering
 from graphflow.runtime import segments as segment_runtime
 
 CALLS = 3  # the first call runs the steps; the segment compiles at the second
@@ -306,7 +306,7 @@ def test_a_segment_numba_cannot_compile_runs_its_steps(monkeypatch, caplog, tier
     want, _ = _run(build, feeds, optimize=False, calls=6)
     _assert_same(got, want)
     if tiered == "1":  # the background compile failed: a later call finds out
-        for future in list(fused_elementwise._compiling.values()):
+        for future in list(tiering._compiling.values()):
             future.result()
         got, segments = _run(build, feeds, optimize=True, calls=6)
         _assert_same(got, want)

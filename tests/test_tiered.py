@@ -1,10 +1,11 @@
-"""Tiered compilation (ops/fused_elementwise.py): a fused node whose kernel is not
+"""Tiered compilation (ops/tiering.py): a fused node whose kernel is not
 compiled yet runs its nodes one by one while numba compiles it in the background,
 then switches to the compiled kernel; the results are the same bits either way."""
 from __future__ import annotations
 
 import time
 
+import numba
 import numpy as np
 import pytest
 
@@ -67,14 +68,38 @@ def test_off_the_first_call_waits_for_the_compiler(monkeypatch, scope, tmp_path)
 def test_a_graph_run_once_never_starts_the_compiler(tiered, scope):
     """The first call of a fused node runs its nodes and starts no compile (numba would
     share the GIL with it); the second call starts it."""
-    from graphflow.ops import fused_elementwise
+    from graphflow.ops import tiering
     x = scope.placeholder(gf.float64, shape=[3])
     y = scope.sub(scope.mul(scope.add(x, 0.25), x), 7.0)
     v = np.array([1.0, 2.0, -3.0])
     with gf.Session(scope.graph) as sess:
         f = sess.make_callable(y, [x])
-        before = len(fused_elementwise._compiling)
+        before = len(tiering._compiling)
         np.testing.assert_array_equal(f(v), (v + 0.25) * v - 7.0)
-        assert len(fused_elementwise._compiling) == before
+        assert len(tiering._compiling) == before
         np.testing.assert_array_equal(f(v), (v + 0.25) * v - 7.0)
-        assert len(fused_elementwise._compiling) == before + 1
+        assert len(tiering._compiling) == before + 1
+
+
+def test_a_lean_kernel_of_a_new_signature_is_compiled_away_from_the_call(tiered):
+    """A lean kernel whose compiled loop has no code for its argument types yet (a
+    specialized plan's scatter of whole rows) writes nothing and leaves the work to the
+    full kernel until the loop is compiled in the background; then it writes."""
+    from graphflow.ops import scatter_loops, tiering
+    add = scatter_loops.checked_row_adder("add", np.dtype(np.uint16))
+    out = np.zeros((4, 3), np.uint16)
+    column = np.array([1, 3, 1], np.uint8)  # a signature nothing else compiles
+    rows = np.arange(9, dtype=np.uint16).reshape(3, 3)
+    signature = tuple(numba.typeof(a) for a in (out, column, rows, False))
+    if signature in scatter_loops._add_rows_checked.overloads:
+        pytest.skip("compiled already in this process")
+    for _ in range(tiering.COMPILE_AFTER_CALLS):
+        assert add(out, column, rows) is False
+        assert not out.any()  # nothing written: the caller's full kernel does the work
+    deadline = time.monotonic() + 120
+    while not add(out, column, rows):
+        assert time.monotonic() < deadline, "the background compile never finished"
+        time.sleep(0.05)
+    expected = np.zeros((4, 3), np.uint16)
+    np.add.at(expected, column, rows)
+    np.testing.assert_array_equal(out, expected)
