@@ -366,6 +366,7 @@ def op_reference_text(defs: Sequence) -> str:
                      + (f"  (aliases: {', '.join(d.aliases)})" if d.aliases else ""))
         lines.append(f"    kernels: {_kernels(d)}")
         lines.append(f"    gradient: {d.gradient_description}")
+        lines.append(f"    export:   {_exports(d)}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
 
@@ -395,7 +396,20 @@ def op_reference_markdown(defs: Sequence) -> str:
                        f"`graphflow.ops.{d.name}.create(scope, ...)`")
             out.append(f"- **Kernels:** {_kernels(d)}")
             out.append(f"- **Gradient:** {d.gradient_description}")
+            out.append(f"- **Export:** {_exports(d)}")
     return "\n".join(out) + "\n"
+
+
+def _exports(d) -> str:
+    """How ``gf.export_tf_graph`` and ``gf.export_onnx`` write the op (the OpDef's
+    ``tf`` form and its registered exporters)."""
+    if d.tf is not None:
+        tf = f"TensorFlow `{d.tf.describe()}`"
+    elif "tf" in d.exporters:
+        tf = "TensorFlow (lowered to TF ops)"
+    else:
+        tf = "no TensorFlow form"
+    return f"{tf}; " + ("ONNX" if "onnx" in d.exporters else "no ONNX lowering")
 
 
 # -- cache ---------------------------------------------------------------------------
