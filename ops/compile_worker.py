@@ -81,6 +81,13 @@ class _Worker:
 _worker: _Worker | None = None
 _broken = False
 _worker_lock = threading.Lock()
+_in_flight = 0  # requests the worker is compiling now
+
+
+def busy() -> bool:
+    """Whether the worker is compiling now: it holds a core (runtime/blas_threads.py
+    leaves that core to it)."""
+    return _in_flight > 0
 
 
 def _the_worker() -> _Worker | None:
@@ -116,6 +123,8 @@ def compile_elsewhere(fn, signature: tuple) -> bool:
     worker = _the_worker()
     if worker is None:
         return False
+    global _in_flight
+    _in_flight += 1
     try:
         ok, message = worker.compile(where, py.__qualname__, signature)
     except (OSError, EOFError, pickle.PickleError) as e:
@@ -123,6 +132,8 @@ def compile_elsewhere(fn, signature: tuple) -> bool:
             _broken = True
         log.info("graphflow: the compile worker failed (%s); kernels compile in-process", e)
         return False
+    finally:
+        _in_flight -= 1
     if not ok:
         log.debug("compile worker could not compile %s: %s", py.__qualname__, message)
     return ok

@@ -13,6 +13,7 @@ from graphflow.registry import TypeAttr, register_op, same_as_tf
 from graphflow.shapes import TensorShape, debug_string
 
 from . import gpu_math
+from .tiering import Tiered
 from .shape_rules import same_shape_as
 
 SIGNED_NUMBER_TYPES = tuple(t for t in NUMBER_TYPES if not t.is_unsigned)
@@ -89,7 +90,7 @@ def _binary(name: str, fn, types, doc: str, out: str = "T", aliases=(), gpu_fn=N
         a, b, out = spec.shape(0), spec.shape(1), spec.output_shape()
         if a is None or b is None or out is None or spec.dtype(0).kind == "O":
             return None
-        rows = _row_broadcast(name, a, b, spec)
+        rows = _row_broadcast(name, a, b, spec, _fn)
         if rows is not None:
             return rows
         if a != b or math.prod(a) < MIN_OUT_ELEMENTS:
@@ -100,7 +101,7 @@ def _binary(name: str, fn, types, doc: str, out: str = "T", aliases=(), gpu_fn=N
 
 
 # -- a row of values times its own scalar -----------------------------------------------
-def _row_broadcast(name: str, a: tuple, b: tuple, spec):
+def _row_broadcast(name: str, a: tuple, b: tuple, spec, ufunc):
     """The lean kernel of ``x (op) y`` where y holds one value per row of x (``[n, k]``
     with ``[n, 1]``: edge weights, per-token gates): one compiled loop, a third of the
     time numpy's broadcasting takes for a stride-0 inner operand, the same bits (one
@@ -116,10 +117,15 @@ def _row_broadcast(name: str, a: tuple, b: tuple, spec):
     rows, width = math.prod(a[:-1]), a[-1]
     new = spec.allocator(a, dtype)
 
+    compiled = Tiered(loop)  # compiled away from the call (ops/tiering.py)
+
     def lean(ctx, x, y):
         out = new()
-        loop(np.ascontiguousarray(x).reshape(rows, width), np.ascontiguousarray(y).reshape(rows),
-             out.reshape(rows, width))
+        args = (np.ascontiguousarray(x).reshape(rows, width),
+                np.ascontiguousarray(y).reshape(rows), out.reshape(rows, width))
+        if not compiled.ready(*args):
+            return ufunc(x, y, out=out)  # numpy's broadcasting: the same bits, slower
+        loop(*args)
         return out
     return lean
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from .intra_op import run_in_chunks
 from .jit import jittable, kernel
-from .tiering import compiled_for
+from .tiering import Tiered
 
 
 # -- the loops -------------------------------------------------------------------------------
@@ -92,15 +92,11 @@ def checked_row_adder(op: str, dtype: np.dtype):
     if op not in ("add", "sub") or not can_combine(op, dtype) or np.dtype(dtype).kind == "b":
         return None
     subtract = op == "sub"
-    ready = False
+    checked = Tiered(_add_rows_checked)  # compiled away from the call (ops/tiering.py)
 
     def add(out2d, column, rows2d) -> bool:
-        nonlocal ready
-        if not ready:  # compiled away from the call (ops/tiering.py); until then the
-            if not compiled_for(_add_rows_checked, (out2d, column, rows2d, subtract)):
-                return False  # caller's full kernel does the work
-            ready = True
-        return _add_rows_checked(out2d, column, rows2d, subtract)
+        return checked.ready(out2d, column, rows2d, subtract) \
+            and _add_rows_checked(out2d, column, rows2d, subtract)
     return add
 
 

@@ -57,6 +57,7 @@ from graphflow.shapes import TensorShape, debug_string
 
 from . import gpu_index
 from .jit import jittable, kernel
+from .tiering import Tiered
 
 SUM, PROD, MAX, MIN = "sum", "prod", "max", "min"
 
@@ -273,13 +274,16 @@ def _prepare_unsorted(spec, op: str, full):
     new, identity, opcode = spec.allocator((n, width), dtype), unsorted_identity(op, dtype), \
         _OPCODES[op]
 
+    fold = Tiered(checked_fold)  # compiled away from the call (ops/tiering.py)
+
     def lean(ctx, data, segment_ids, num_segments):
         out = new()
         out.fill(identity)
-        if checked_fold(out, np.ascontiguousarray(segment_ids).reshape(-1),
-                        np.ascontiguousarray(data).reshape(rows, width), opcode):
+        args = (out, np.ascontiguousarray(segment_ids).reshape(-1),
+                np.ascontiguousarray(data).reshape(rows, width), opcode)
+        if fold.ready(*args) and checked_fold(*args):
             return out.reshape(out_shape)
-        return full(ctx, data, segment_ids, num_segments)
+        return full(ctx, data, segment_ids, num_segments)  # not compiled yet, or a bad id
     return lean
 
 

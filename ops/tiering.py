@@ -77,3 +77,22 @@ def _compile(fn, signature) -> bool:
         log.debug("background compile of %s failed: %s", fn, e)
         return False
     return True
+
+
+class Tiered:
+    """A compiled kernel of graphflow's own modules as one lean kernel calls it:
+    ``ready(*args)`` is False until the kernel has code for the arguments' types (asking
+    starts its compile away from the call, as :func:`compiled_for`), and the lean
+    kernel then does the work another way (its registered kernel, numpy). One plan step
+    calls it with one set of types, so once ready it stays ready without asking."""
+
+    __slots__ = ("fn", "_ready")
+
+    def __init__(self, fn):
+        self.fn = fn
+        self._ready = False
+
+    def ready(self, *args) -> bool:
+        if not self._ready and compiled_for(self.fn, args):
+            self._ready = True
+        return self._ready

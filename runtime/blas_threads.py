@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import threading
 
+from ..ops import compile_worker
+
 _lock = threading.Lock()
 _current: int | None = None
 
@@ -31,9 +33,13 @@ _controllers: list | None = None  # threadpoolctl's BLAS library controllers, fo
 
 
 def bound_blas_threads(threads: int) -> bool:
-    """Set the BLAS pool to ``threads``; False when threadpoolctl is not installed. Cheap
-    when it already has that many (a plan calls it on every run)."""
+    """Set the BLAS pool to ``threads``, one fewer while the compile worker compiles
+    (ops/compile_worker.py: it holds a core, and BLAS threads that spin waiting for it
+    made every product of a 2-core MoE step 10x slower); False when threadpoolctl is
+    not installed. Cheap when the pool already has that many (every run calls it)."""
     global _current, _controllers
+    if threads > 1 and compile_worker.busy():
+        threads -= 1
     if threads == _current:
         return True
     with _lock:

@@ -103,3 +103,28 @@ def test_a_lean_kernel_of_a_new_signature_is_compiled_away_from_the_call(tiered)
     expected = np.zeros((4, 3), np.uint16)
     np.add.at(expected, column, rows)
     np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("build", ["segment_sum", "row_scale"])
+def test_lean_kernels_give_the_same_bits_before_and_after_their_loop_compiles(tiered, scope,
+                                                                              build):
+    """A specialized plan's lean kernels (a segment sum's checked fold, a row times its own
+    scalar) do the work another way until their compiled loop is ready, with the same
+    bits on every call, before, during and after the background compile."""
+    from graphflow.ops import tiering
+    x = scope.placeholder(gf.float64, shape=[None, 48])
+    if build == "segment_sum":
+        y = scope.unsorted_segment_sum(x, np.arange(600) % 7, 7)
+    else:
+        y = x * scope.reshape(scope.reduce_sum(x, 1), [-1, 1])
+    v = np.random.default_rng(3).standard_normal((600, 48))
+    with gf.Session(scope.graph, gf.SessionConfig(optimize=False)) as sess:
+        want = sess.run(y, {x: v})
+    with gf.Session(scope.graph) as sess:
+        f = sess.make_callable(y, [x])
+        for _ in range(6):
+            np.testing.assert_array_equal(f(v), want)
+        for future in list(tiering._compiling.values()):
+            future.result(timeout=120)
+        for _ in range(3):
+            np.testing.assert_array_equal(f(v), want)
