@@ -120,6 +120,12 @@ def _jax_gather_nd(jax):
     return gather_nd
 
 
+def _jax_gather(jax):
+    def gather(params, indices):
+        return jax.numpy.take(params, indices, axis=0)
+    return gather
+
+
 def _jax_dynamic_partition(jax, num_partitions):
     def dynamic_partition(data, partitions):
         return [data[partitions == i] for i in range(num_partitions)]
@@ -199,6 +205,7 @@ JAX_FORMS: dict[str, Formulation] = {
         "jnp.full(shape, v), then .at[tuple(i.T)].set / add / add(-u) / max / min",
         _jax_tensor_scatter_chain),
     "gather_nd": Formulation("params[tuple(i.T)]", _jax_gather_nd),
+    "gather": Formulation("jnp.take(params, i, axis=0)", _jax_gather),
     "dynamic_partition": Formulation(
         "eager, not jit (output sizes depend on the data): [x[p == i] for i in range(k)]",
         _jax_dynamic_partition, compiled=False,
@@ -258,6 +265,10 @@ def _tf_tensor_scatter_chain(tf, chain, fill, shape):
 
 def _tf_gather_nd(tf):
     return lambda params, indices: tf.gather_nd(params, indices)
+
+
+def _tf_gather(tf):
+    return lambda params, indices: tf.gather(params, indices)
 
 
 def _tf_dynamic_partition(tf, num_partitions):
@@ -338,6 +349,7 @@ TF_FORMS: dict[str, Formulation] = {
         "tf.fill, then tf.tensor_scatter_nd_update / _add / _sub / _max / _min",
         _tf_tensor_scatter_chain),
     "gather_nd": Formulation("tf.gather_nd(params, i)", _tf_gather_nd),
+    "gather": Formulation("tf.gather(params, i)", _tf_gather),
     "dynamic_partition": Formulation("tf.dynamic_partition(x, p, k)", _tf_dynamic_partition),
     "dynamic_stitch": Formulation("tf.dynamic_stitch([i0, i1], [d0, d1])", _tf_dynamic_stitch),
     "seed_pipeline": Formulation("the same graph: dynamic_partition by mask, +1, dynamic_stitch",
@@ -489,6 +501,29 @@ def _tf1_scatter_nd(tf, shape):
     return scatter_nd
 
 
+def _tf1_fed(tf, op):
+    """``op(tf, *placeholders)`` in a TF 1.x graph, fed the arrays it is called with
+    (placeholders of their dtypes and shapes, made on the first call)."""
+    made = []
+
+    def run(*arrays):
+        if not made:
+            def build(tf1):
+                feeds = [tf1.placeholder(tf.as_dtype(a.dtype), a.shape) for a in arrays]
+                return op(tf, *feeds), feeds
+            made.append(_tf1_callable(tf, build))
+        return made[0](*arrays)
+    return run
+
+
+def _tf1_gather_nd(tf):
+    return _tf1_fed(tf, lambda tf, params, indices: tf.gather_nd(params, indices))
+
+
+def _tf1_gather(tf):
+    return _tf1_fed(tf, lambda tf, params, indices: tf.gather(params, indices))
+
+
 def _tf1_scatter_nd_constant(tf, indices, updates, shape):
     return _tf1_callable(tf, lambda tf1: (tf.scatter_nd(indices, updates, shape), []))
 
@@ -534,6 +569,10 @@ TF1_FORMS: dict[str, Formulation] = {
                               _tf1_scatter_nd, compiled=False),
     "scatter_nd_constant": Formulation("tf.scatter_nd of constants", _tf1_scatter_nd_constant,
                                        compiled=False),
+    "gather_nd": Formulation("tf.gather_nd(params, i), params and i placeholders",
+                             _tf1_gather_nd, compiled=False),
+    "gather": Formulation("tf.gather(params, i), params and i placeholders", _tf1_gather,
+                          compiled=False),
     "sgd_step": Formulation("GradientDescentOptimizer.minimize over tf.gather of a resource "
                             "variable; fetch [train, loss]", _tf1_sgd_step, compiled=False),
     "mixed_chain": Formulation("the same chain, x a placeholder", _tf1_mixed_chain,

@@ -226,6 +226,17 @@ def w4_gather_nd(scale: float) -> list[Case]:
                       lambda: f(params, idx), base, "np.take(axis=0)",
                       nbytes=2 * m * 32 * 4 + 8 * m, random_accesses=m,
                       peer_op="gather_nd", peer_inputs=(params, idx)))
+    ids = idx[:, 0]  # the same rows by tf.gather (GatherV2): as fast as gather_nd's
+    g = gf.Graph()
+    s = gf.Scope(g)
+    pp = s.placeholder(gf.float32, shape=params.shape)
+    pv = s.placeholder(gf.int64, shape=ids.shape)
+    fv = _session(g).make_callable(s.gather(pp, pv, 0), [pp, pv])
+    np.testing.assert_array_equal(fv(params, ids), base())
+    cases.append(Case("W4", f"gather (GatherV2) [{params.shape[0]},32] <- {m} ids",
+                      lambda: fv(params, ids), lambda: np.take(params, ids, axis=0),
+                      "np.take(axis=0)", nbytes=2 * m * 32 * 4 + 8 * m, random_accesses=m,
+                      peer_op="gather", peer_inputs=(params, ids)))
     side = int(1000 * min(1.0, scale * 3.2))
     params3 = rng.standard_normal((side, 1000, 16)).astype(np.float32)
     idx3 = np.stack([rng.integers(0, side, m), rng.integers(0, 1000, m)], 1).astype(np.int64)

@@ -178,7 +178,7 @@ def _mark_last_writers(offsets, taken, winners):
 
 
 # -- calling them ------------------------------------------------------------------------------
-def _read_only(a: np.ndarray) -> np.ndarray:
+def read_only(a: np.ndarray) -> np.ndarray:
     """A read-only view: numba types read-only arrays apart from writeable ones, so inputs
     always go in read-only and compile once per dtype."""
     view = a.view()
@@ -186,7 +186,7 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return view
 
 
-def _words(a: np.ndarray) -> np.ndarray:
+def row_words(a: np.ndarray) -> np.ndarray:
     """The C-contiguous ``[n, width]`` array ``a`` as rows of the widest unsigned words
     that tile a row (uint64 where the row's bytes allow), for loops that only move bits."""
     row_bytes = a.shape[1] * a.dtype.itemsize
@@ -211,14 +211,14 @@ def scatter(out2d: np.ndarray, offsets: np.ndarray, rows: np.ndarray, op: str) -
     ``[0, num_slices)``, ``rows`` ``[len(offsets), width]``; ``op`` is "update",
     "add", "sub", "min" or "max" (``can_combine(op, dtype)`` must hold).
     """
-    offsets = _read_only(np.ascontiguousarray(offsets, dtype=np.int64))
+    offsets = read_only(np.ascontiguousarray(offsets, dtype=np.int64))
     rows = np.ascontiguousarray(rows)
     if op == "update":
-        _assign_rows(_words(out2d), offsets, _read_only(_words(rows)))
+        _assign_rows(row_words(out2d), offsets, read_only(row_words(rows)))
     elif op in ("add", "sub"):
-        _add_rows(out2d, offsets, _read_only(rows), op == "sub")
+        _add_rows(out2d, offsets, read_only(rows), op == "sub")
     else:
-        _min_max_rows(out2d, offsets, _read_only(rows), op == "max")
+        _min_max_rows(out2d, offsets, read_only(rows), op == "max")
 
 
 def linear_offsets(tuples: np.ndarray, dims) -> tuple[np.ndarray, int]:
@@ -226,8 +226,8 @@ def linear_offsets(tuples: np.ndarray, dims) -> tuple[np.ndarray, int]:
     dtype) into ``dims``, -1 for a tuple out of bounds, and the last such position (-1
     when there is none): one pass, for any depth."""
     offsets = np.empty(tuples.shape[0], np.int64)
-    last_bad = _linear_offsets(_read_only(np.ascontiguousarray(tuples)),
-                               _read_only(np.asarray(dims, np.int64)), offsets)
+    last_bad = _linear_offsets(read_only(np.ascontiguousarray(tuples)),
+                               read_only(np.asarray(dims, np.int64)), offsets)
     return offsets, int(last_bad)
 
 
@@ -243,14 +243,14 @@ def gather(out2d: np.ndarray, source: np.ndarray, offsets: np.ndarray,
     one thread, 1M random rows of float32: 4-byte rows loop 1.3 ms, take 1.5 ms; 16-byte
     rows 15.9 vs 8.4 ms; 32-byte 18.3 vs 9.5 ms; 128-byte 34.3 vs 30.4 ms).
     """
-    offsets = _read_only(np.ascontiguousarray(offsets, dtype=np.int64))
+    offsets = read_only(np.ascontiguousarray(offsets, dtype=np.int64))
     source = np.ascontiguousarray(source)
-    if _words(out2d).shape[1] > 1 and not skipped:
+    if row_words(out2d).shape[1] > 1 and not skipped:
         def take(lo: int, hi: int) -> None:  # every offset is valid: "clip" skips a check
             np.take(source, offsets[lo:hi], axis=0, out=out2d[lo:hi], mode="clip")
         run_in_chunks(take, len(offsets), out2d.size)
         return
-    out_words, source = _words(out2d), _read_only(_words(source))
+    out_words, source = row_words(out2d), read_only(row_words(source))
     run_in_chunks(lambda lo, hi: _gather_rows(out_words, source, offsets, lo, hi),
                   len(offsets), out2d.size)
 
@@ -261,7 +261,7 @@ def last_writers(offsets: np.ndarray, num_slices: int) -> np.ndarray:
     whose value an in-order "update" scatter (:func:`scatter`) leaves there. A bool
     array of ``len(offsets)``."""
     winners = np.empty(len(offsets), np.bool_)
-    _mark_last_writers(_read_only(np.ascontiguousarray(offsets, dtype=np.int64)),
+    _mark_last_writers(read_only(np.ascontiguousarray(offsets, dtype=np.int64)),
                        np.zeros(num_slices, np.bool_), winners)
     return winners
 

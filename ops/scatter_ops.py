@@ -44,13 +44,14 @@ from graphflow.indexed_slices import IndexedSlices
 from graphflow.registry import IntAttr, StringAttr, TypeAttr, register_op, same_as_tf
 from graphflow.shapes import TensorShape, debug_string
 
-from . import gpu_index
+from . import gpu_index, parallel_gather
 from .cpu_index import column_adder, gather_rows, locate, locator, lower_gather_nd, \
     lower_tensor_scatter, over_memory_limit, row_writer, \
     scatter_into, static_layout
 from .index_checks import MAX_INDEX_DEPTH, bad_index_message, check_depth, check_ranks, \
     check_scatter_nd_dims, check_tensor_scatter_inputs, index_matrix, prepare_and_validate, \
     valid_empty
+from .intra_op import kernel_threads
 
 BAD_INDICES_POLICIES = ("", "DEFAULT", "ERROR", "IGNORE")
 KERNEL_INDEX_TYPES = (int32, int64)
@@ -488,6 +489,16 @@ def gather_nd(ctx, params: np.ndarray, indices: np.ndarray, policy: str,
     if num_tuples == 0:
         return _cpu_empty(ctx, shape, params.dtype)
     tuples, message = _gather_tuples(ctx, params, indices, depth)
+    if params.dtype != object and parallel_gather.splits(
+            num_tuples, num_tuples * slice_size * params.dtype.itemsize):
+        # big: each intra-op thread (one, if so configured) checks, locates and copies its
+        # own rows in one pass (ops/parallel_gather.py); a bad index (False) is reported
+        # below, in its words
+        out = ctx.empty(shape, params.dtype)
+        if parallel_gather.gather(out.reshape(num_tuples, slice_size),
+                                  params.reshape(-1, slice_size), tuples, params.shape[:depth],
+                                  kernel_threads(ctx), policy == "IGNORE"):
+            return out
     offsets, keep = locate(tuples, params.shape[:depth], policy, message)
     out = _cpu_empty(ctx, shape, params.dtype)
     gather_rows(out.reshape(num_tuples, slice_size), params.reshape(-1, slice_size), offsets,
@@ -576,6 +587,22 @@ def _prepare_gather_nd(spec):
     rows = (num_tuples, slice_size) if slice_size > 1 else (num_tuples,)
     source_shape = (-1, slice_size) if slice_size > 1 else (-1,)
     new = spec.allocator(out_shape, dtype)
+    if parallel_gather.splits(num_tuples, num_tuples * slice_size * dtype.itemsize):
+        constant = spec.value(1)  # constant indices: their offsets, located once
+        dims = tuple(params_shape[:depth]) if constant is None \
+            else (math.prod(params_shape[:depth]),)
+
+        def big(ctx, params, indices):
+            # each intra-op thread checks, locates and copies its rows (ops/parallel_gather.py)
+            tuples = indices.reshape(num_tuples, depth) if constant is None \
+                else locate_indices(indices).reshape(num_tuples, 1)
+            out = new()
+            if parallel_gather.gather(out.reshape(num_tuples, slice_size),
+                                      params.reshape(-1, slice_size), tuples, dims,
+                                      kernel_threads(ctx)):
+                return out
+            return _gather_nd(ctx, params, indices)  # a bad index, in its words
+        return big
 
     def lean(ctx, params, indices):
         offsets = locate_indices(indices)

@@ -19,8 +19,9 @@ from graphflow.inference import constant_value
 from graphflow.lowering import Lowering
 from graphflow.shapes import MAX_RANK, TensorShape, debug_string
 
-from . import scatter_loops
+from . import parallel_gather, scatter_loops
 from .cpu_index import checked_gather
+from .intra_op import kernel_threads
 from .jit import jittable
 from .reduction_ops import check_reduction_axis, reduced_shape, reduction_output
 from .variable_ops import _variable_of
@@ -314,6 +315,17 @@ def _gather_v2(ctx, params, indices, axis):
         raise InvalidArgumentError(f"params.shape[:{bd}] {list(params.shape[:bd])} should be "
                                    f"equal to indices.shape[:{bd}] {list(indices.shape[:bd])}")
     limit = params.shape[axis]
+    if axis == 0 and bd == 0 and params.dtype != object and indices.size and params.size:
+        width = params.size // limit
+        if parallel_gather.splits(indices.size, indices.size * width * params.dtype.itemsize):
+            # big: each intra-op thread (one, if so configured) checks and copies its own
+            # rows in one pass
+            # (ops/parallel_gather.py); a bad index (False) is reported below, in its words
+            out = ctx.empty(indices.shape + params.shape[1:], params.dtype)
+            if parallel_gather.gather(out.reshape(indices.size, width),
+                                      params.reshape(limit, width), indices.reshape(-1, 1),
+                                      (limit,), kernel_threads(ctx)):
+                return out
     bad = (indices < 0) | (indices >= limit)
     if bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])

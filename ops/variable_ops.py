@@ -33,9 +33,10 @@ from graphflow.lowering import Lowering, shape_literal
 from graphflow.registry import ShapeAttr, StringAttr, TypeAttr, register_op, same_as_tf
 from graphflow.shapes import TensorShape, debug_string
 
-from . import scatter_loops
+from . import parallel_gather, scatter_loops
 from .cpu_index import checked_gather
 from .index_checks import check_tensor_scatter_inputs
+from .intra_op import kernel_threads
 from .jit import jittable
 from .scatter_loops import can_combine, checked_row_adder
 from .scatter_ops import BAD_INDICES_POLICIES, gather_nd, scatter_on_cpu, scatter_shape
@@ -176,6 +177,22 @@ def _prepare_gather(spec):
     unsigned = np.dtype(f"u{spec.dtype(1).itemsize}")
     n = math.prod(index_shape)
 
+    def big(ctx, handle, indices):
+        """A big read (the variable's shape can change): each intra-op thread checks and
+        copies its own rows (ops/parallel_gather.py)."""
+        state = _variable_of(ctx, handle)
+        with state.lock:
+            value = state.value
+            if value is not None and value.dtype == dtype and value.ndim >= 1 \
+                    and value.flags.c_contiguous and value.size:
+                rows = value.shape[0]
+                width = value.size // rows
+                out = ctx.empty(index_shape + value.shape[1:], dtype)
+                if parallel_gather.gather(out.reshape(n, width), value.reshape(rows, width),
+                                          indices.reshape(n, 1), (rows,), kernel_threads(ctx)):
+                    return out
+        return _gather(ctx, handle, indices)  # its checks and errors
+
     def lean(ctx, handle, indices):
         state = _variable_of(ctx, handle)
         with state.lock:
@@ -189,7 +206,20 @@ def _prepare_gather(spec):
                             out=out.reshape(n, -1), mode="clip")
                     return out
         return _gather(ctx, handle, indices)  # its checks and errors
-    return lean
+
+    known = handle_attrs(spec.inputs[0])
+    if known is not None and known[1].rank is not None and known[1].rank >= 1 \
+            and all(d is not None for d in known[1].as_list()[1:]) and not parallel_gather.splits(
+                n, n * dtype.itemsize * math.prod(known[1].as_list()[1:])):
+        return lean  # small rows of a declared shape: no per-call size test
+
+    def either(ctx, handle, indices):
+        value = _variable_of(ctx, handle).value
+        if value is not None and value.ndim >= 1 and parallel_gather.splits(
+                n, n * value.itemsize * (value.size // max(1, value.shape[0]))):
+            return big(ctx, handle, indices)
+        return lean(ctx, handle, indices)
+    return either
 
 
 def _static_variable(spec) -> tuple | None:
