@@ -912,7 +912,6 @@ def _batch_index_tuples_kernel(ctx, params_shape, indices):
 BatchIndexTuples.not_differentiable()
 
 
-
 # TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)
 same_as_tf("ScatterNd", "TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub",
            "TensorScatterMin", "TensorScatterMax")

@@ -319,8 +319,8 @@ def _gather_v2(ctx, params, indices, axis):
         width = params.size // limit
         if parallel_gather.splits(indices.size, indices.size * width * params.dtype.itemsize):
             # big: each intra-op thread (one, if so configured) checks and copies its own
-            # rows in one pass
-            # (ops/parallel_gather.py); a bad index (False) is reported below, in its words
+            # rows in one pass (ops/parallel_gather.py); a bad index (False) is reported
+            # below, in its words
             out = ctx.empty(indices.shape + params.shape[1:], params.dtype)
             if parallel_gather.gather(out.reshape(indices.size, width),
                                       params.reshape(limit, width), indices.reshape(-1, 1),

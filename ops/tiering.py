@@ -25,7 +25,7 @@ log = logging.getLogger("graphflow.jit")
 
 
 def tiered() -> bool:
-    """``GRAPHFLOW_TIERED=0`` makes the first call of a fused node wait for its compiler."""
+    """``GRAPHFLOW_TIERED=0`` makes a call that needs a kernel wait for its compiler."""
     return os.environ.get("GRAPHFLOW_TIERED", "1") != "0"
 
 
@@ -67,9 +67,9 @@ def compiled_for(fn, args: tuple, asked_before: int = 0) -> bool:
 
 
 def _compile(fn, signature) -> bool:
-    """On the background thread: a generated kernel compiled by the compile worker
-    (ops/compile_worker.py) and loaded from the disk cache, its GIL-holding compile away
-    from the caller's threads; any other here."""
+    """On the background thread: a generated kernel or one of graphflow's own compiled
+    by the compile worker (ops/compile_worker.py) and loaded from the disk cache, its
+    GIL-holding compile away from the caller's threads; any other here."""
     compile_elsewhere(fn, signature)
     try:
         fn.compile(signature)

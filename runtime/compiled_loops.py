@@ -106,6 +106,8 @@ class CompiledLoop:
         self.shapes = [tuple(f.shape.as_list()) for f in function.inputs]
         self.dtypes = [np.dtype(f.dtype.as_numpy_dtype) for f in function.inputs]
         self.source = None
+        self.env: dict = {}    # the generated function's globals, once generated
+        self.users: dict = {}  # global name -> the nodes whose lines call it
         self.fn = None
         self.asked = 0
         self.runs = 0      # calls it ran compiled
@@ -116,7 +118,7 @@ class CompiledLoop:
         """Its generated numba function, once generated, and the generated kernels it
         calls (fused regions), once loaded."""
         return numba_code("compiled loop (numba)", self.source, self.fn, self.node_names) \
-            + called_code(getattr(self, "env", {}), getattr(self, "users", {}))
+            + called_code(self.env, self.users)
 
     def run(self, values: Sequence) -> list | None:
         """The loop's results, computed compiled, or None."""

@@ -53,9 +53,6 @@ def plan_segments(graph: Graph, fetches: Iterable | None = None,
     fetches, feeds = default_signature(graph, fetches, feeds)
     devices, config = _cpu_pipeline()
     plan = Plan(graph, fetches, feeds, devices, config, ForwardCounter())
-    if plan.segments:
-        return [list(segment.names) for segment in plan.segments]
-    # segments switched off (GRAPHFLOW_SEGMENTS=0): the ones the same pass would form
     return [[plan.steps[k].op.name for k, _ in found.lowered]
             for found in find_segments(plan.steps, plan.junk_slot)]
 

@@ -15,7 +15,8 @@ from typing import Sequence
 
 from graphflow.graph import Output
 
-from . import control_flow, folding, fusion, gather_reduce, partition_stitch, passes, simplify
+from . import control_flow, folding, fusion, gather_reduce, partition_stitch, simplify
+from .passes import require_feeds
 from .placer import place
 from .plan_ir import (Pass, PlanIR, check_ir, describe, graph_fingerprint,  # noqa: F401
                       initial_ir, substitute)
@@ -116,7 +117,7 @@ def specialize_pass(feed_shapes: Sequence[tuple]) -> Pass:
 def require_feeds_pass(ir: PlanIR) -> PlanIR:
     """TensorFlow's error for a Placeholder the plan needs but is not fed (after the
     rewrites: a Placeholder whose static shape was all a Shape needed is not needed)."""
-    passes.require_feeds(ir.ops, ir.fed)
+    require_feeds(ir.ops, ir.fed)
     return ir
 
 
@@ -135,10 +136,10 @@ def plan_passes(devices, config, feed_shapes: Sequence[tuple] | None = None) -> 
     """Every pass a Session's plan runs, in order: the specialization for ``feed_shapes``
     when given, the optimizing passes (with ``config.optimize``), the feeds' check, the
     placement."""
-    passes_ = optimizing_passes(devices, config) if config.optimize else ()
+    chosen = optimizing_passes(devices, config) if config.optimize else ()
     if feed_shapes is not None:
-        passes_ = (specialize_pass(feed_shapes), *passes_)
-    return (*passes_, require_feeds_pass, place_pass(devices, config))
+        chosen = (specialize_pass(feed_shapes), *chosen)
+    return (*chosen, require_feeds_pass, place_pass(devices, config))
 
 
 def compile_ir(fetches: Sequence, feeds: Sequence[Output], devices, config,

@@ -78,7 +78,8 @@ def substitute(ir: PlanIR, new: Mapping[Output, Output], roots: Sequence[Output]
         return ir
     existing = set(ir.ops)
     while True:
-        removed = set(ir.ops).difference(_needed(ir, new, roots))
+        needed = _needed(ir, new, roots)
+        removed = existing.difference(needed)
         waiting: dict[Operation, list[Operation]] = {}  # new node -> what it must wait on
         refused = False
         for source, target in list(new.items()):
@@ -93,15 +94,19 @@ def substitute(ir: PlanIR, new: Mapping[Output, Output], roots: Sequence[Output]
         if not refused:
             break
         new = _chained(new)
+    if not waiting:
+        return rewired(ir, new, roots, needed)
     for node, waits in waiting.items():  # nodes are values: a copy waits too
         copy = with_controls(node, waits)
         new.update(zip(node.outputs, copy.outputs))
     return rewired(ir, _chained(new), roots)
 
 
-def rewired(ir: PlanIR, new: Mapping[Output, Output], roots: tuple = ()) -> PlanIR:
+def rewired(ir: PlanIR, new: Mapping[Output, Output], roots: tuple = (),
+            needed: Sequence[Operation] | None = None) -> PlanIR:
     """The IR whose ops read the substitutes ``new`` (already chained) directly: each op
-    whose inputs or control inputs change is copied, and its readers read the copy."""
+    whose inputs or control inputs change is copied, and its readers read the copy.
+    ``needed``: the ops the targets need with ``new`` wired in, when known."""
     copies: dict[Operation, Operation] = {}
     fed = ir.fed
 
@@ -111,7 +116,7 @@ def rewired(ir: PlanIR, new: Mapping[Output, Output], roots: tuple = ()) -> Plan
         return o if node is None else node.outputs[o.index]
 
     ops = []
-    for op in _needed(ir, new, roots):
+    for op in _needed(ir, new, roots) if needed is None else needed:
         inputs = [final(i) for i in op.inputs]
         controls = list(dict.fromkeys(copies.get(t, t) for c in op.control_inputs
                                       for t in control_targets(c, new, fed)))
