@@ -31,6 +31,20 @@ def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> floa
     return statistics.median(times)
 
 
+def settle(fn: Callable[[], object], quiet_calls: int = 20, limit_s: float = 60.0) -> int:
+    """Calls ``fn`` until graphflow has no background compile in flight for
+    ``quiet_calls`` calls in a row (its compiled segments, fused kernels and lean loops
+    loaded, its run mode chosen), or for ``limit_s``; the calls it made. What the calls
+    before that cost is benchmarks/time_to_steps.py's table, not this one's."""
+    from graphflow.ops.tiering import compiles_pending
+    start, calls, quiet = time.perf_counter(), 0, 0
+    while quiet < quiet_calls and time.perf_counter() - start < limit_s:
+        fn()
+        calls += 1
+        quiet = 0 if compiles_pending() else quiet + 1
+    return calls
+
+
 def round_robin_times(fns: dict[str, Callable[[], object]], repeats: int,
                       calls: int = 1) -> dict[str, float]:
     """Median time of one call of each function (seconds), sampled in interleaved rounds.

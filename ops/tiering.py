@@ -79,6 +79,13 @@ def _compile(fn, signature) -> bool:
     return True
 
 
+def compiles_pending() -> int:
+    """How many background compiles have been asked for and are not done (a benchmark
+    waits for none before it times a steady state)."""
+    with _compiling_lock:
+        return sum(not future.done() for future in _compiling.values())
+
+
 class Tiered:
     """A compiled kernel of graphflow's own modules as one lean kernel calls it:
     ``ready(*args)`` is False until the kernel has code for the arguments' types (asking
