@@ -22,7 +22,8 @@ check_allocation, graphflow/kernel_context.py), the one place the limit is
 enforced.
 
 Not checked: ops whose outputs may alias their inputs (``fresh_outputs=False``:
-Identity, Reshape... allocate nothing new), and the rewrites' internal nodes
+Identity, Reshape... allocate nothing new), ops whose kernels check every output
+themselves (``checks_allocations``: DynamicPartition, DynamicStitch), and the rewrites' internal nodes
 before they run (a fused region checks itself and falls back to its nodes, which
 are checked here; the error then names the original node).
 """
@@ -50,7 +51,7 @@ def limit_outputs(fn: Callable, op, ctx) -> Callable:
     """``fn``, a kernel of ``op`` called with ``ctx``, held to ``ctx``'s memory limit
     for every output (see the module docstring); ``fn`` itself when nothing needs
     checking at run time."""
-    if not op.op_def.fresh_outputs or ctx is None:
+    if not op.op_def.fresh_outputs or op.op_def.checks_allocations or ctx is None:
         return fn
     dtypes = [o.dtype.as_numpy_dtype for o in op.outputs]
     sizes = [o.shape.num_elements() for o in op.outputs]

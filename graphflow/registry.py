@@ -436,6 +436,11 @@ class OpDef:
     lowerers: dict[str, Callable] = field(default_factory=dict)  # device type -> lower
     elementwise: Any = None  # its element-wise trait (ops/elementwise_table.py), if any
     uses_blas: bool = False  # its CPU kernel calls BLAS (runtime/blas_threads.py bounds it)
+    #: its kernels take every output from ``ctx.empty``/``ctx.zeros`` or check it with
+    #: ``ctx.check_allocation`` before allocating: the memory limit's wrapper
+    #: (graphflow/memory_limit.py) adds nothing, and its shape function is not rerun per
+    #: call (DynamicStitch's reads every index)
+    checks_allocations: bool = False
     #: its outputs depend on its first input's shape and dtype only (Shape, ZerosLike):
     #: constant folding computes them from a static shape (runtime/folding.py)
     shape_only: bool = False

@@ -21,6 +21,7 @@ import numpy as np
 
 from graphflow.dtypes import NON_STRING_TYPES
 from graphflow.errors import InvalidArgumentError
+from graphflow.inference import value_bounds
 from graphflow.registry import IntAttr, TypeAttr, register_op, same_as_tf
 from graphflow.shapes import TensorShape, debug_string
 
@@ -180,6 +181,8 @@ DynamicStitch = _stitch_op(
 ParallelDynamicStitch = _stitch_op(
     "ParallelDynamicStitch", "For duplicate indices any one of the values may win (here the "
     "later one, as DynamicStitch).")
+DynamicPartition.checks_allocations = DynamicStitch.checks_allocations = \
+    ParallelDynamicStitch.checks_allocations = True  # ctx.empty / check_allocation
 
 
 @DynamicStitch.shape_fn
@@ -201,7 +204,23 @@ def _dynamic_stitch_shape(ctx):
     first = None
     if all(b is not None for b in bounds):
         first = int(max([-1] + [high for _, high in bounds])) + 1
+    else:
+        first = _stitch_of_every_part(ctx.input("indices"))
     return TensorShape([first]).concatenate(extra)
+
+
+def _stitch_of_every_part(indices: list) -> int | None:
+    """max(indices) + 1 when the indices are every output of one DynamicPartition (the
+    positions of a mixture of experts' tokens: ``DynamicPartition(Range(0, n), p, K)``)
+    and the largest element of what it partitions is known: the partitions together
+    hold each of its elements, so their largest is that one (n - 1 for the Range)."""
+    split = indices[0].op if indices else None
+    if split is None or split.type != "DynamicPartition" \
+            or {i.op for i in indices} != {split} \
+            or {i.index for i in indices} != set(range(split.attrs["num_partitions"])):
+        return None
+    bounds = value_bounds(split.inputs[0])
+    return None if bounds is None else int(max(-1, bounds[1])) + 1
 
 
 def _merge_extra(ctx, extra: TensorShape, rest: TensorShape, m: int, dshape: TensorShape,

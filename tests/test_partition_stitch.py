@@ -263,6 +263,32 @@ def test_stitch_static_shapes(scope):
 
 
 @pytest.mark.parametrize("builder", STITCHES)
+def test_stitch_of_every_partition_of_a_range_knows_its_rows(scope, builder):
+    """The positions of a mixture of experts' tokens, DynamicPartition(Range(0, n), p, K)
+    stitched back whole, give n rows (the partitions together hold 0..n-1); a subset of
+    them, or an unknown n, leaves the dim open. The values are the plain reference's on
+    the 3rd and later calls (specialized plans, every size of the parts)."""
+    x = scope.placeholder(gf.float32, shape=[7, 3])
+    p = scope.placeholder(gf.int32, shape=[7])
+    positions = scope.dynamic_partition(scope.range(0, scope.shape(x)[0], 1), p, 3)
+    parts = scope.dynamic_partition(x, p, 3)
+    stitch = getattr(scope, builder)
+    whole = stitch([positions[2], positions[0], positions[1]], [parts[2], parts[0], parts[1]])
+    assert whole.shape.dims == [7, 3]
+    assert stitch(positions[:2], parts[:2]).shape.dims == [None, 3]
+    opened = scope.placeholder(gf.float32, shape=[None, 3])
+    q = scope.placeholder(gf.int32, shape=[None])
+    open_positions = scope.dynamic_partition(scope.range(0, scope.shape(opened)[0], 1), q, 3)
+    assert stitch(open_positions, scope.dynamic_partition(opened, q, 3)).shape.dims == [None, 3]
+    rng = np.random.default_rng(5)
+    with gf.Session(scope.graph) as sess:
+        f = sess.make_callable(whole, [x, p])
+        for _ in range(4):
+            xs, ps = rng.normal(size=(7, 3)).astype(np.float32), rng.integers(0, 3, 7).astype(np.int32)
+            assert_same(f(xs, ps), xs)
+
+
+@pytest.mark.parametrize("builder", STITCHES)
 def test_stitch_build_time_shape_errors(scope, builder):
     make = getattr(scope, builder)
 
