@@ -24,6 +24,7 @@ DEBUG otherwise (``graphflow -v`` shows the INFO lines).
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import os
 import tempfile
@@ -88,9 +89,24 @@ def cache_enabled() -> bool:
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the folder holding ops/ (installed or not)
 
 
+@functools.cache
+def kernels_fingerprint() -> str:
+    """A hash of graphflow's kernel modules (every ops/*.py): part of each cached
+    kernel's stamp. A cached kernel holds the machine code of the kernels it calls, in
+    other modules too (a generated segment calls a dozen), and numba checks only the
+    stamp of the kernel's own file: without it an edited or upgraded kernel would still
+    run, or fail to link, in the code of every kernel that calls it."""
+    digest = hashlib.sha1()
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 class _GraphflowCacheLocator(_caching._SourceFileBackedLocatorMixin, _caching._CacheLocator):
     """Caches graphflow's kernels (and generated fused kernels, whose sources live in
-    :func:`cache_dir`) under :func:`cache_dir`, keyed by the source file's path."""
+    :func:`cache_dir`) under :func:`cache_dir`, keyed by the source file's path and
+    stamped by the file and :func:`kernels_fingerprint`."""
 
     def __init__(self, py_func, py_file):
         self._py_file = py_file
@@ -99,6 +115,9 @@ class _GraphflowCacheLocator(_caching._SourceFileBackedLocatorMixin, _caching._C
 
     def get_cache_path(self):
         return self._cache_path
+
+    def get_source_stamp(self):
+        return super().get_source_stamp(), kernels_fingerprint()
 
     @classmethod
     def from_function(cls, py_func, py_file):

@@ -35,7 +35,8 @@ MAX_FOLDED_BYTES = 1 << 20
 def fold_constants(ops: list[Operation], fed: Collection[Output], devices: Sequence[Device], config,
                    roots: list | None = None) -> dict[Output, Output]:
     """Substitutes (Output -> Output of a new Const) for the outputs of ``ops`` that depend
-    on constants only, or on static shapes only. The inputs of folded shape-only ops are appended to ``roots``."""
+    on constants only, or on static shapes only. What the inputs of folded shape-only ops
+    involve that may fail (:func:`what_may_fail`) is appended to ``roots``."""
     if any(d.device_type != "cpu" for d in devices):
         return {}
     host = devices[0]
@@ -56,7 +57,7 @@ def fold_constants(ops: list[Operation], fed: Collection[Output], devices: Seque
             if args is None:
                 continue
             if roots is not None:
-                roots.append(inputs[0])
+                roots.extend(what_may_fail(inputs[0], fed))
         elif not all(i in values for i in inputs):
             continue
         else:
@@ -68,6 +69,29 @@ def fold_constants(ops: list[Operation], fed: Collection[Output], devices: Seque
             values[o] = value
             folded[o] = _constant(op, o, value)
     return folded
+
+
+def what_may_fail(x: Output, fed: Collection[Output]) -> list[Output]:
+    """The values computing ``x`` involves that might raise or act, which a folded Shape
+    of ``x`` must still have computed: ``x`` itself, unless its op is a floating-point
+    element-wise op of static shapes (they broadcast, checked at build time; inf and
+    NaN come silently), whose inputs are then looked at in its place. So a product whose
+    shape was folded may still be fused away (runtime/product_sum.py)."""
+    found: list[Output] = []
+    pending, seen = [x], set()
+    while pending:
+        value = pending.pop()
+        if value in seen or value in fed or value.op.type == "Const":
+            continue
+        seen.add(value)
+        op = value.op
+        if op.op_def.elementwise is None or op.op_def.stateful or op.control_inputs \
+                or not all(i.dtype.is_floating and i.shape.is_fully_defined() for i in op.inputs) \
+                or not all(o.dtype.is_floating for o in op.outputs):
+            found.append(value)
+        else:
+            pending.extend(op.inputs)
+    return found
 
 
 def _shape_stand_in(x: Output) -> list | None:

@@ -15,7 +15,8 @@ from typing import Sequence
 
 from graphflow.graph import Output
 
-from . import control_flow, folding, fusion, gather_reduce, partition_stitch, simplify
+from . import (control_flow, folding, fusion, gather_reduce, partition_stitch, product_sum,
+               simplify)
 from .passes import require_feeds
 from .placer import place
 from .plan_ir import (Pass, PlanIR, check_ir, describe, graph_fingerprint,  # noqa: F401
@@ -86,6 +87,11 @@ def gather_reduce_pass(ir: PlanIR) -> PlanIR:
     return substitute(ir, gather_reduce.fuse_gather_reduce(list(ir.ops), ir.fed, ir.targets))
 
 
+def product_sum_pass(ir: PlanIR) -> PlanIR:
+    """A product summed over its last axis as one node (runtime/product_sum.py)."""
+    return substitute(ir, product_sum.fuse_product_sums(list(ir.ops), ir.fed, ir.targets))
+
+
 def fuse_pass(ir: PlanIR) -> PlanIR:
     """Element-wise regions as fused nodes (runtime/fusion.py)."""
     return substitute(ir, fusion.fuse_elementwise(list(ir.ops), ir.fed, ir.targets))
@@ -94,13 +100,13 @@ def fuse_pass(ir: PlanIR) -> PlanIR:
 def optimizing_passes(devices, config) -> tuple[Pass, ...]:
     """The compile pipeline of ``SessionConfig(optimize=True)``: folding and
     simplification until neither finds more, then the pattern rewrites, then fusion
-    (the gather-reduce rewrite and fusion in CPU-only sessions: on a GPU their nodes
-    would run their members one by one)."""
+    (the gather-reduce and product-sum rewrites and fusion in CPU-only sessions: on a
+    GPU their nodes would run their members one by one)."""
     fold = fold_pass(devices, config)
     if any(d.device_type != "cpu" for d in devices):
         return (share_loops_pass, until_stable(fold, simplify_pass), partition_stitch_pass)
     return (share_loops_pass, until_stable(fold, simplify_pass), partition_stitch_pass,
-            gather_reduce_pass, fuse_pass)
+            gather_reduce_pass, product_sum_pass, fuse_pass)
 
 
 def specialize_pass(feed_shapes: Sequence[tuple]) -> Pass:

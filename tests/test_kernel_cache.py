@@ -1,10 +1,12 @@
 """The kernel cache on disk (ops/jit.py, runtime/fusion.py): a damaged entry is
 discarded and the kernel compiled again (said once), never a failure of every plan
-that uses it; ``GRAPHFLOW_JIT_CACHE=0`` writes nothing into the cache folder."""
+that uses it; an entry another graphflow wrote is compiled again;
+``GRAPHFLOW_JIT_CACHE=0`` writes nothing into the cache folder."""
 from __future__ import annotations
 
 import os
 import pathlib
+import pickle
 import subprocess
 import sys
 
@@ -57,3 +59,32 @@ def test_a_cache_switched_off_writes_nothing(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == WANT
     assert not cache.exists() or not any(p.is_file() for p in cache.rglob("*"))
+
+
+def _index_stamps(cache: pathlib.Path) -> dict:
+    """Each numba index file's stamp (numba's format: its version, then (stamp, overloads))."""
+    stamps = {}
+    for path in cache.rglob("*.nbi"):
+        with open(path, "rb") as f:
+            version = pickle.load(f)
+            stamps[path] = (version, *pickle.loads(f.read()))
+    return stamps
+
+
+def test_a_kernel_cached_by_another_graphflow_is_compiled_again(tmp_path):
+    """A cached kernel holds the code of the kernels it calls, in other modules too: its
+    stamp carries the fingerprint of every kernel module (ops/jit.kernels_fingerprint), so
+    entries an older graphflow wrote are not loaded (here: their fingerprint rewritten)."""
+    from graphflow.ops.jit import kernels_fingerprint
+    cache = tmp_path / "cache"
+    assert _child(cache).stdout.strip() == WANT
+    stamps = _index_stamps(cache)
+    assert stamps and all(stamp[1] == kernels_fingerprint() for _, stamp, _ in stamps.values())
+    for path, (version, stamp, overloads) in stamps.items():
+        with open(path, "wb") as f:
+            pickle.dump(version, f)
+            f.write(pickle.dumps(((stamp[0], "an older graphflow"), overloads)))
+    again = _child(cache)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == WANT
+    assert all(stamp[1] == kernels_fingerprint() for _, stamp, _ in _index_stamps(cache).values())
