@@ -30,7 +30,8 @@ def show_graph(graph: gf.Graph, session: gf.Session | None = None, fetches=()) -
 _REWRITES = {"_PartitionedSelect": "partition -> element-wise -> stitch as one select "
                                    "(the partitions it replaces are not needed)",
              "_FusedElementwise": "element-wise ops fused into one kernel",
-             "_GatherScaleSum": "gather -> scale -> segment-sum as one pass"}
+             "_GatherReduce": "gather -> combine -> segment-reduce as one pass",
+             "_ProductSum": "a product summed over its last axis as one pass"}
 
 
 def optimizer_lines(substitutions: dict) -> list[str]:

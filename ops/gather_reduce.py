@@ -1,25 +1,33 @@
-"""``_GatherScaleSum``: gather rows, scale them, sum them by segment, in one pass.
+"""``_GatherReduce``: gather rows, combine them with edge data, reduce them by segment, in
+one pass.
 
 Made by the plan-time rewrite of runtime/gather_reduce.py, never by users. It
 stands for a graph neural network's message passing (DGL's g-SpMM, PyG's fused
 ``propagate``) as TF writes it::
 
     messages = GatherV2(params, gather_ids, axis=0)      # [E, F...]: one row per edge
-    scaled   = Mul(messages, scale)                       # optional; scale [], [E, 1...] or [E, F...]
-    out      = UnsortedSegmentSum(scaled, segment_ids, n) # or ScatterNd([E, 1] ids, scaled, [n, F...])
+    combined = Mul(messages, edge)                        # optional: Mul, Add, Sub or RealDiv,
+                                                          # either order; edge [], [E, 1...] or
+                                                          # [E, F...]
+    combined = Relu(combined)                             # optional
+    out      = UnsortedSegmentSum(combined, segment_ids, n)  # or Max / Min, or ScatterNd([E, 1]
+                                                             # ids, combined, [n, F...])
 
-which is ``out[segment_ids[e]] += scale[e] * params[gather_ids[e]]`` without the
-two [E, F] tensors. The gradient of such a layer is the same pattern with the ids
+which is ``out[segment_ids[e]] (+)= relu(params[gather_ids[e]] (op) edge[e])`` without the
+[E, F] tensors. The gradient of a summing layer is the same pattern with the ids
 swapped (UnsortedSegmentSum's gradient gathers, GatherV2's is an IndexedSlices
-densified by a ScatterNd), so the rewrite serves both passes of a training step.
+densified by a ScatterNd), so the rewrite serves both passes of a training step; a
+max's gradient compares every edge with its winner, and stays as written.
 
 The edges are bucketed by segment (a stable counting sort), then each output row is
-summed by one thread, in edge order: every row's sum is the same sequence of
-float additions as the unfused segment sum's, so the result is bit for bit the
-graph's. An id out of range, a shape the pattern does not cover (a scale that
-broadcasts otherwise, a ScatterNd shape that does not match), a dtype numba does
-not compile or an output past the memory limit runs the original nodes' own
-kernels one by one (the attr ``members``), so results and errors are theirs.
+reduced by one thread, in edge order, from the reduction's identity (0; lowest() or
+highest() for max and min, folded by Eigen's rule as UnsortedSegmentMax's kernel
+folds): every element is the same sequence of IEEE operations as the unfused nodes',
+so the result is bit for bit the graph's. An id out of range, a shape the pattern does
+not cover (an edge operand that broadcasts otherwise, a ScatterNd shape that does not
+match), a dtype numba does not compile or an output past the memory limit runs the
+original nodes' own kernels one by one (the attr ``members``), so results and errors
+are theirs.
 """
 from __future__ import annotations
 
@@ -35,18 +43,29 @@ from .fused_elementwise import member_kernel, node_error
 from .intra_op import run_in_chunks
 from .jit import jittable, kernel
 
-GatherScaleSum = register_op(
-    "_GatherScaleSum",
+GatherReduce = register_op(
+    "_GatherReduce",
     inputs=["params: T", "gather_ids: Tgather", "scale: S * T", "segment_ids: Tsegment",
             "size: Tsize"],
     outputs=["output: T"],
     attrs={"T": TypeAttr([float32, float64]), "Tgather": TypeAttr(),
            "Tsegment": TypeAttr(), "Tsize": TypeAttr(), "S": IntAttr(minimum=0)},
-    doc="output[segment_ids[e]] += scale[e] * params[gather_ids[e]] (scale optional: one "
-        "element, [E, 1...] or the gathered rows' shape). 'size' is num_segments (attr "
-        "'reduce' = 'UnsortedSegmentSum': negative segment ids are dropped) or the dense "
-        "shape (attr 'reduce' = 'ScatterNd', [E, 1] segment ids). The attr 'members' holds "
-        "the nodes it stands for, which run instead when a call is not covered.")
+    doc="output[segment_ids[e]] (+)= act(params[gather_ids[e]] (combine) scale[e]) (scale "
+        "optional: one element, [E, 1...] or the gathered rows' shape; attr 'combine' Mul, "
+        "Add, Sub or RealDiv, 'scale_first' its operand order; attr 'activation' '' or "
+        "'Relu'). Attr 'reduce': 'UnsortedSegmentSum', 'UnsortedSegmentMax' or "
+        "'UnsortedSegmentMin' ('size' is num_segments, negative segment ids are dropped) "
+        "or 'ScatterNd' ('size' is the dense shape, [E, 1] segment ids). The attr "
+        "'members' holds the nodes it stands for, which run instead when a call is not "
+        "covered.")
+
+#: the reductions: the op type -> (its code in the loops, the input index of its rows)
+REDUCES = {"UnsortedSegmentSum": (0, 0), "ScatterNd": (0, 1), "UnsortedSegmentMax": (1, 0),
+           "UnsortedSegmentMin": (2, 0)}
+SUM, MAX, MIN = 0, 1, 2
+#: the combines of a gathered row with its edge operand -> their code in the loops
+COMBINES = {"Mul": 0, "Add": 1, "Sub": 2, "RealDiv": 3}
+MUL, ADD, SUB, DIV = 0, 1, 2, 3
 
 #: scale kinds: no scale, one element, one per edge, one per gathered element
 NONE, ONE, PER_EDGE, FULL = 0, 1, 2, 3
@@ -107,9 +126,68 @@ def _sum_rows(out, params, gather_ids, scale, kind, starts, order, lo, hi):
                     out[r, c] += s * params[g, c]
 
 
+@kernel
+def _combine(row, params_row, edge, combine, edge_first):
+    """row = params_row (combine) edge, or edge (combine) params_row: one IEEE operation
+    per element, in the graph's operand order."""
+    a, b = (edge, params_row) if edge_first else (params_row, edge)
+    if combine == MUL:
+        for c in range(row.shape[0]):
+            row[c] = a[c] * b[c]
+    elif combine == ADD:
+        for c in range(row.shape[0]):
+            row[c] = a[c] + b[c]
+    elif combine == SUB:
+        for c in range(row.shape[0]):
+            row[c] = a[c] - b[c]
+    else:
+        for c in range(row.shape[0]):
+            row[c] = a[c] / b[c]
+
+
+@kernel
+def _combine_rows(out, params, gather_ids, scale, kind, combine, edge_first, relu, reduce,
+                  identity, starts, order, lo, hi):
+    """out[r] = the reduction (from ``identity``, in edge order; max and min by Eigen's
+    rule) of relu?(params[gather_ids[e]] (combine) scale[e]) over the edges e of segment
+    r, for r in [lo, hi): each edge's row made in a small buffer, then folded."""
+    width = out.shape[1]
+    row = np.empty(width, out.dtype)
+    edge = np.empty(width, out.dtype)
+    for r in range(lo, hi):
+        for c in range(width):
+            out[r, c] = identity
+        for k in range(starts[r], starts[r + 1]):
+            e = order[k]
+            if kind == NONE:
+                row[:] = params[gather_ids[e]]
+            else:
+                if kind == FULL:
+                    edge[:] = scale[e]
+                else:
+                    edge[:] = scale[e if kind == PER_EDGE else 0, 0]
+                _combine(row, params[gather_ids[e]], edge, combine, edge_first)
+            if relu:
+                for c in range(width):
+                    v = row[c]
+                    if not (v > 0 or v != v):  # np.maximum(v, 0): NaN stays, -0 is +0
+                        row[c] = 0
+            if reduce == SUM:
+                for c in range(width):
+                    out[r, c] += row[c]
+            elif reduce == MAX:
+                for c in range(width):
+                    if not row[c] < out[r, c]:
+                        out[r, c] = row[c]
+            else:
+                for c in range(width):
+                    if not out[r, c] < row[c]:
+                        out[r, c] = row[c]
+
+
 # -- the kernel ------------------------------------------------------------------------------
-@GatherScaleSum.kernel("cpu")
-def _gather_scale_sum(ctx, params, gather_ids, scale, segment_ids, size):
+@GatherReduce.kernel("cpu")
+def _gather_reduce(ctx, params, gather_ids, scale, segment_ids, size):
     fallback = ctx.cache.get("members")
     if fallback is None:
         fallback = ctx.cache.setdefault("members", _members_one_by_one(ctx))
@@ -120,11 +198,34 @@ def _gather_scale_sum(ctx, params, gather_ids, scale, segment_ids, size):
     width = rows.shape[1]
     starts, order = _buckets(ctx, ids, n)
     out = ctx.empty((n, width), params.dtype)
+    run = _rows_loop(ctx.attrs, kind, out.dtype)
 
     def part(lo, hi):
-        _sum_rows(out, rows, gathered, weights, kind, starts, order, lo, hi)
+        run(out, rows, gathered, weights, starts, order, lo, hi)
     run_in_chunks(part, n, 2 * len(order) * width)
     return out.reshape((n,) + inner)
+
+
+def _rows_loop(attrs, kind: int, dtype):
+    """``run(out, params, gather_ids, weights, starts, order, lo, hi)``: the plain sum of
+    scaled rows where the pattern is one (a GCN layer: its loop sums straight into the
+    output), else the general loop with the node's combine, activation and reduction."""
+    reduce, _ = REDUCES[attrs["reduce"]]
+    combine = COMBINES.get(attrs["combine"], MUL)
+    relu = attrs["activation"] == "Relu"
+    if reduce == SUM and not relu and (kind == NONE or combine == MUL):
+        return lambda out, *args: _sum_rows(out, args[0], args[1], args[2], kind, *args[3:])
+    identity = dtype.type(0) if reduce == SUM else reduce_identity(reduce, dtype)
+    edge_first = attrs["scale_first"]
+    return lambda out, params, ids, weights, starts, order, lo, hi: _combine_rows(
+        out, params, ids, weights, kind, combine, edge_first, relu, reduce, identity,
+        starts, order, lo, hi)
+
+
+def reduce_identity(reduce: int, dtype):
+    """TF's start of an unsorted segment max (lowest()) or min (highest())."""
+    info = np.finfo(dtype)
+    return dtype.type(info.min if reduce == MAX else info.max)
 
 
 def _buckets(ctx, ids, n: int):
@@ -222,11 +323,49 @@ def _weights_shape(kind: int, edges: int, inner: tuple) -> tuple:
 
 
 # -- inside a compiled segment (graphflow/lowering.py) ----------------------------------------
-@GatherScaleSum.lower("cpu")
-def _lower_gather_scale_sum(spec) -> Lowering | None:
+@GatherReduce.lower("cpu")
+def _lower_gather_reduce(spec) -> Lowering | None:
     """The compiled pass with every shape static and ``size`` a constant, for what
     :func:`_covered` covers (decided from the shapes); an id out of range (what the
     members raise) sets the segment's status False and gives zeros."""
+    static = _static_pass(spec)
+    if static is None:
+        return None
+    n, width, kind, edges, inner = static
+    scales, scatter = spec.attrs["S"], spec.attrs["reduce"] == "ScatterNd"
+    params, dtype, out_shape = spec.shape(0), spec.dtype(0), spec.output_shape(0)
+    literal = dtype_literal(dtype)
+    weights = f"np.zeros((1, 1), {literal})" if kind == NONE else \
+        f"np.ascontiguousarray({{i2}}).reshape({shape_literal(_weights_shape(kind, edges, inner))})"
+    operands = f"np.ascontiguousarray({{i0}}).reshape(({params[0]}, {width})), {{t}}g, {weights}"
+    reduce, _ = REDUCES[spec.attrs["reduce"]]
+    combine = COMBINES.get(spec.attrs["combine"], MUL)
+    relu = spec.attrs["activation"] == "Relu"
+    if reduce == SUM and not relu and (kind == NONE or combine == MUL):
+        loop, call = _sum_rows, f"{operands}, {kind}, {{t}}starts, {{t}}order, 0, {n}"
+    else:
+        identity = dtype.type(0) if reduce == SUM else reduce_identity(reduce, dtype)
+        loop = _combine_rows
+        call = (f"{operands}, {kind}, {combine}, {spec.attrs['scale_first']}, {relu}, "
+                f"{reduce}, {literal}({float(identity)!r}), {{t}}starts, {{t}}order, 0, {n}")
+    return Lowering("\n".join([
+        f"{{t}}g = np.ascontiguousarray({{i1}}).reshape(-1)",
+        f"{{t}}ids = np.ascontiguousarray({{i{2 + scales}}}).reshape(-1)",
+        f"if {{first_bad}}({{t}}g, {params[0]}, False) >= 0 "
+        f"or {{first_bad}}({{t}}ids, {n}, {not scatter}) >= 0:",
+        "    {ok} = False",
+        f"    {{o0}} = np.zeros({shape_literal(out_shape)}, {literal})",
+        "else:",
+        f"    {{t}}starts, {{t}}order = {{bucket}}({{t}}ids, {n})",
+        f"    {{t}}out = np.empty(({n}, {width}), {literal})",
+        f"    {{rows}}({{t}}out, {call})",
+        f"    {{o0}} = {{t}}out.reshape({shape_literal(out_shape)})"]),
+        {"first_bad": _first_bad, "bucket": _bucket_by_segment, "rows": loop}, weight=2)
+
+
+def _static_pass(spec) -> tuple | None:
+    """``(segments, row width, scale kind, edges, row shape)`` of a step whose shapes and
+    size the plan knows and which :func:`_covered` would cover, else None."""
     scales = spec.attrs["S"]
     scatter = spec.attrs["reduce"] == "ScatterNd"
     params, gather_ids = spec.shape(0), spec.shape(1)
@@ -249,35 +388,18 @@ def _lower_gather_scale_sum(spec) -> Lowering | None:
         if spec.dtype(2) != dtype or spec.shape(2) is None:
             return None
         kind = scale_kind_of(spec.shape(2), edges, inner)
-    width = math.prod(inner)
     if kind is None or n < 0 or (n,) + inner != tuple(out_shape) \
             or not spec.small_output(out_shape, dtype):
         return None
-    literal = dtype_literal(dtype)
-    weights = f"np.zeros((1, 1), {literal})" if kind == NONE else \
-        f"np.ascontiguousarray({{i2}}).reshape({shape_literal(_weights_shape(kind, edges, inner))})"
-    return Lowering("\n".join([
-        f"{{t}}g = np.ascontiguousarray({{i1}}).reshape(-1)",
-        f"{{t}}ids = np.ascontiguousarray({{i{2 + scales}}}).reshape(-1)",
-        f"if {{first_bad}}({{t}}g, {params[0]}, False) >= 0 "
-        f"or {{first_bad}}({{t}}ids, {n}, {not scatter}) >= 0:",
-        "    {ok} = False",
-        f"    {{o0}} = np.zeros({shape_literal(out_shape)}, {literal})",
-        "else:",
-        f"    {{t}}starts, {{t}}order = {{bucket}}({{t}}ids, {n})",
-        f"    {{t}}out = np.empty(({n}, {width}), {literal})",
-        f"    {{sum_rows}}({{t}}out, np.ascontiguousarray({{i0}}).reshape(({params[0]}, {width})), "
-        f"{{t}}g, {weights}, {kind}, {{t}}starts, {{t}}order, 0, {n})",
-        f"    {{o0}} = {{t}}out.reshape({shape_literal(out_shape)})"]),
-        {"first_bad": _first_bad, "bucket": _bucket_by_segment, "sum_rows": _sum_rows},
-        weight=2)
+    return n, math.prod(inner), kind, edges, inner
 
 
 def _members_one_by_one(ctx):
     """The nodes the op stands for, run with their own kernels one after the other (an
     error names the node that raised it)."""
-    gather, mul, reduce = ctx.attrs["members"]
-    steps = [None if op is None else (op, *member_kernel(op, ctx)) for op in (gather, mul, reduce)]
+    gather, combine, activation, reduce = ctx.attrs["members"]
+    steps = [None if op is None else (op, *member_kernel(op, ctx))
+             for op in (gather, combine, activation, reduce)]
     scale_first = ctx.attrs["scale_first"]
     axis = np.zeros((), np.dtype(gather.inputs[2].dtype.as_numpy_dtype))
 
@@ -294,9 +416,11 @@ def _members_one_by_one(ctx):
         value = call(steps[0], params, gather_ids, axis)
         if steps[1] is not None:
             value = call(steps[1], *((scale[0], value) if scale_first else (value, scale[0])))
-        return call(steps[2], *((segment_ids, value, size) if ctx.attrs["reduce"] == "ScatterNd"
+        if steps[2] is not None:
+            value = call(steps[2], value)
+        return call(steps[3], *((segment_ids, value, size) if ctx.attrs["reduce"] == "ScatterNd"
                                 else (value, segment_ids, size)))
     return run
 
 
-__all__ = ["GatherScaleSum"]
+__all__ = ["GatherReduce"]

@@ -34,8 +34,9 @@ NO_GRADIENT_YET = {
     "Prod": "TensorFlow's ProdGrad not ported yet (ops/tf_glue_ops.py)",
     "_FusedElementwise": "made by the plan's fusion pass, after gradients are built",
     "_PartitionedSelect": "made by the plan's partition -> stitch rewrite, after gradients",
-    "_GatherScaleSum": "made by the plan's gather -> scale -> segment-sum rewrite, after "
-                       "gradients",
+    "_GatherReduce": "made by the plan's gather -> combine -> segment-reduce rewrite, after "
+                     "gradients",
+    "_ProductSum": "made by the plan's product-sum rewrite, after gradients",
     "_WhileGrad": "a while loop's gradient; its own gradient (second derivatives through a "
                   "loop) is not written yet",
 }

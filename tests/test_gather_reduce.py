@@ -67,7 +67,7 @@ def test_forward_is_fused_and_bit_exact(scope, dtype, scale, scale_first):
                scale_first and scale != "none")
     feed = {x: rng.normal(size=(nodes, width)).astype(dtype)}
     fused, plain, types = _both(scope.graph, [y], feed)
-    assert "_GatherScaleSum" in types and "UnsortedSegmentSum" not in types
+    assert "_GatherReduce" in types and "UnsortedSegmentSum" not in types
     assert "Mul" not in types
     _same_bits(fused, plain)
 
@@ -94,7 +94,7 @@ def test_gcn_gradient_is_fused_and_bit_exact(scope):
             results.append(got)
             if optimize:
                 types = _steps(sess, [loss, *grads], feed)
-    assert types.count("_GatherScaleSum") == 2 and "ScatterNd" not in types
+    assert types.count("_GatherReduce") == 2 and "ScatterNd" not in types
     _same_bits(*results)
 
 
@@ -112,7 +112,7 @@ def test_ids_out_of_range_raise_the_nodes_own_errors(scope, bad):
     else:
         feed[dst] = np.where(ids == 3, nodes, ids).astype(np.int32)
     fused, plain, types = _both(scope.graph, [y], feed)
-    assert "_GatherScaleSum" in types
+    assert "_GatherReduce" in types
     assert isinstance(fused, tuple) and fused == plain
     assert fused[2] == ("GatherV2" if bad == "gather" else "UnsortedSegmentSum")
     with gf.Session(scope.graph) as sess:  # and the session stays usable
@@ -131,11 +131,11 @@ def test_intermediates_that_are_fetched_or_read_twice_are_left_alone(scope):
     y = scope.unsorted_segment_sum(scaled, src, 5)
     feed = {x: rng.normal(size=(5, 3)).astype(np.float32)}
     fused, plain, types = _both(scope.graph, [y, scaled], feed)
-    assert "_GatherScaleSum" not in types
+    assert "_GatherReduce" not in types
     _same_bits(fused, plain)
     z = scope.add(y, scope.reduce_sum(scaled))
     fused, plain, types = _both(scope.graph, [z], feed)
-    assert "_GatherScaleSum" not in types
+    assert "_GatherReduce" not in types
     _same_bits(fused, plain)
 
 
@@ -153,7 +153,7 @@ def test_shapes_the_pass_does_not_cover_run_the_nodes(scope):
                        (np.zeros(0, np.int32), np.float32(2)),
                        (np.int32([0, 1]), np.float32([1, 2, 3, 4]))):
         fused, plain, types = _both(scope.graph, [y], {x: x_value, src: ids, per_feature: scale})
-        assert "_GatherScaleSum" in types
+        assert "_GatherReduce" in types
         _same_bits(fused, plain)
 
 
@@ -177,3 +177,103 @@ def test_property_matches_the_graph_as_written(nodes, edges, width, scale, low, 
             else np.zeros(edges, np.int32) - 1}
     fused, plain, _ = _both(s.graph, [y], feed)
     _same_bits(fused, plain)
+
+
+# -- combines other than a scale, activations, max and min ---------------------------------------
+COMBINES = ["Mul", "Add", "Sub", "RealDiv"]
+SEGMENT_REDUCES = {"sum": "unsorted_segment_sum", "max": "unsorted_segment_max",
+                   "min": "unsorted_segment_min"}
+
+
+def _message(s, params, src, dst, n, edge, combine, edge_first, relu, reduce):
+    """reduce_by_dst(relu?(params[src] (combine) edge)), edge on either side."""
+    rows = s.gather_v2(params, src, 0)
+    build = {"Mul": s.mul, "Add": s.add, "Sub": s.sub, "RealDiv": s.real_div}[combine]
+    rows = build(edge, rows) if edge_first else build(rows, edge)
+    if relu:
+        rows = s.relu(rows)
+    return getattr(s, SEGMENT_REDUCES[reduce])(rows, dst, n)
+
+
+def _awkward(rng, shape, dtype):
+    """Values with the IEEE corners in them: signed zeros, infinities, NaN, ties."""
+    x = rng.normal(size=shape)
+    flat = x.reshape(-1)
+    if flat.size >= 8:
+        flat[rng.choice(flat.size, 8, replace=False)] = [0.0, -0.0, np.inf, -np.inf, np.nan,
+                                                        1.0, 1.0, -1.0]
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("reduce", sorted(SEGMENT_REDUCES))
+@pytest.mark.parametrize("combine", COMBINES)
+@pytest.mark.parametrize("edge_kind", ["one", "per_edge", "full"])
+@pytest.mark.parametrize("relu", [False, True])
+def test_every_combine_and_reduction_is_fused_and_bit_exact(scope, reduce, combine, edge_kind,
+                                                            relu):
+    """GINE's relu(x_j + e_ij) summed, GraphSAGE's max of x_j * w_ij, and every other
+    pairing, with NaN, infinities and signed zeros in the rows and the edge data: the bits
+    (and the empty segments' lowest()/highest()) of the graph as written."""
+    rng = np.random.default_rng(len(combine) * 7 + len(reduce) + relu)
+    nodes, edges, width = 9, 60, 5
+    src = rng.integers(0, nodes, edges).astype(np.int32)
+    dst = rng.integers(-1, nodes + 2, edges).astype(np.int64) % (nodes + 2) - 1  # some drop
+    x = scope.placeholder(gf.float32, [None, width])
+    edge_shape = {"one": (), "per_edge": (edges, 1), "full": (edges, width)}[edge_kind]
+    edge = scope.placeholder(gf.float32, [None] * len(edge_shape))
+    outs = [_message(scope, x, src, np.minimum(dst, nodes - 1), nodes, edge, combine, first,
+                     relu, reduce) for first in (False, True)]
+    feed = {x: _awkward(rng, (nodes, width), np.float32),
+            edge: _awkward(rng, edge_shape, np.float32)}
+    fused, plain, types = _both(scope.graph, outs, feed)
+    assert types.count("_GatherReduce") == 2, types
+    assert combine not in types and "Relu" not in types
+    _same_bits(fused, plain)
+
+
+@pytest.mark.parametrize("reduce", ["max", "min"])
+def test_max_and_min_errors_and_empty_segments(scope, reduce):
+    """An id past the end is the reduction's own error (the session stays usable); a
+    segment no edge names holds lowest() / highest(), as TF's kernel leaves it."""
+    src = scope.placeholder(gf.int32, [None])
+    dst = scope.placeholder(gf.int32, [None])
+    x = scope.placeholder(gf.float64, [None, 3])
+    y = _message(scope, x, src, dst, 6, np.float64(2.0), "Mul", False, False, reduce)
+    ids = np.array([0, 1, 1, 4], np.int32)
+    good = {x: np.arange(15, dtype=np.float64).reshape(5, 3), src: ids, dst: ids}
+    fused, plain, types = _both(scope.graph, [y], good)
+    assert "_GatherReduce" in types
+    _same_bits(fused, plain)
+    info = np.finfo(np.float64)
+    assert fused[0][5].tolist() == [info.min if reduce == "max" else info.max] * 3
+    bad = {**good, dst: np.array([0, 1, 6, 4], np.int32)}
+    fused, plain, _ = _both(scope.graph, [y], bad)
+    assert isinstance(fused, tuple) and fused == plain
+    assert fused[2] == f"UnsortedSegment{reduce.capitalize()}"
+
+
+def test_a_max_layer_trains_as_written(scope):
+    """A max's gradient compares every message with its segment's winner, so in training
+    the messages are read twice and the forward stays as written (fused only where the
+    messages are the reduction's alone: inference); the step's bits are the graph's."""
+    rng = np.random.default_rng(9)
+    nodes, edges = 12, 80
+    src, dst = (rng.integers(0, nodes, edges).astype(np.int32) for _ in range(2))
+    w = scope.variable(rng.normal(size=(4, 4)).astype(np.float32), name="w")
+    x = scope.placeholder(gf.float32, [nodes, 4])
+    weight = rng.random((edges, 1)).astype(np.float32)
+    h = _message(scope, scope.matmul(x, w), src, dst, nodes, weight, "Mul", False, True, "max")
+    loss = scope.reduce_sum(scope.square(h))
+    grad = gf.gradients(loss, [w])[0]
+    feed = {x: rng.normal(size=(nodes, 4)).astype(np.float32)}
+    results = []
+    for optimize in (True, False):
+        with gf.Session(scope.graph, gf.SessionConfig(optimize=optimize)) as sess:
+            sess.run(gf.global_variables_initializer(scope.graph))
+            for _ in range(CALLS):
+                got = sess.run([loss, grad], feed)
+            results.append(got)
+            if optimize:
+                assert "_GatherReduce" not in _steps(sess, [loss, grad], [x])
+                assert "_GatherReduce" in _steps(sess, [loss], [x])
+    _same_bits(results[0], results[1])

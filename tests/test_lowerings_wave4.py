@@ -1,4 +1,4 @@
-"""Lowerings of Max, Min, Any, All, integer Sum, GatherV2 and _GatherScaleSum: inside a
+"""Lowerings of Max, Min, Any, All, integer Sum, GatherV2 and _GatherReduce: inside a
 compiled segment (runtime/segments.py) they give the bits of ``optimize=False`` (every
 node's own kernel) and of numpy, and the same errors, naming the same node."""
 from __future__ import annotations
@@ -229,14 +229,14 @@ def test_gather_v2(dtype):
     assert _bits(outcomes[3][1]) == _bits(want)
 
 
-# -- _GatherScaleSum --------------------------------------------------------------------------
+# -- _GatherReduce --------------------------------------------------------------------------
 KINDS = ["none", "one", "per_edge", "full"]
 REDUCES = ["UnsortedSegmentSum", "ScatterNd"]
 
 
 def _message_passing(cases, n: int = 5):
     """One gather -> scale -> segment sum per (scale kind, reduce) of ``cases``, which
-    the plan makes _GatherScaleSum nodes, each between two lowered steps."""
+    the plan makes _GatherReduce nodes, each between two lowered steps."""
     def build(s):
         params = s.placeholder(gf.float32, shape=[6, 2, 2])
         ids = s.placeholder(gf.int32, shape=[7])
@@ -312,3 +312,25 @@ def test_gather_scale_sum_bad_ids(reduce):
     assert _bits(outcomes[0][1]) == _bits([_want("per_edge", feeds)])
     if unsorted:
         assert _bits(outcomes[3][1]) == _bits([_want("per_edge", sets[3])])
+
+
+@pytest.mark.parametrize("reduce", ["unsorted_segment_sum", "unsorted_segment_max",
+                                    "unsorted_segment_min"])
+def test_gather_combine_reduce_in_a_segment(reduce):
+    """relu(rows - edge) reduced by sum, max or min: the general loop inside a segment,
+    the graph's bits; a bad segment id is the reduction's error."""
+    def build(s):
+        params = s.placeholder(gf.float32, shape=[6, 2, 2])
+        ids = s.placeholder(gf.int32, shape=[7])
+        seg = s.placeholder(gf.int64, shape=[7])
+        w = s.placeholder(gf.float32, shape=[7, 2, 2])
+        w1 = s.placeholder(gf.float32, shape=[7, 1, 1])
+        rows = s.gather(s.add(params, np.float32(0.5)), ids, axis=0)
+        y = getattr(s, reduce)(s.relu(s.sub(w1, rows)), seg, np.int32(5))
+        return [s.mul(y, np.float32(3))], [params, ids, seg, w, w1]
+    feeds = _edges()
+    bad = list(feeds)
+    bad[2] = np.where(np.arange(7) == 3, 5, feeds[2])
+    outcomes, source = _check(build, [feeds, tuple(bad), feeds], ran=[True, False, True])
+    assert "gather_reduce:_combine_rows" in source
+    assert [kind for kind, _ in outcomes] == ["ok", "error", "ok"]
