@@ -24,7 +24,7 @@ from graphflow.graph import Graph, Output
 from . import passes
 from .device import Device
 from .functions import FunctionRunner
-from .memory import MIN_POOLED_BYTES, BufferPool, releaser
+from .memory import MIN_POOLED_BYTES, BufferPool, ReturnedBuffers, releaser
 from .parallel import ParallelRun
 from .pipeline import compile_ir
 from .plan_ir import PlanIR
@@ -94,6 +94,7 @@ class Plan:
             layout, self.preloaded = passes.preload_constants(layout)
         live = passes.liveness(layout)
         self.buffers = BufferPool()
+        self.returned = ReturnedBuffers(self.buffers)  # fetched arrays the caller may drop
         # the branches and bodies its control-flow steps run (runtime/functions.py)
         self.functions = FunctionRunner(devices, config, forward_counter, resources)
         passes.attach_contexts(layout, live, config, forward_counter, self.buffers, resources,
@@ -149,11 +150,12 @@ class Plan:
     # -- running --------------------------------------------------------------------
     def run(self, feed_values: Sequence, pool=None, metadata: RunMetadata | None = None) -> list:
         """Run the plan once; ``metadata``, if given, receives one NodeEvent per step."""
-        if self._specializes:
-            plan = self._for_shapes(feed_values)
-            if plan is not None:
-                return plan._run(feed_values, pool, metadata)
-        return self._run(feed_values, pool, metadata)
+        plan = self._for_shapes(feed_values) if self._specializes else None
+        plan = self if plan is None else plan
+        plan.returned.take_back()  # what the caller dropped since: the pool's again
+        fetched = plan._run(feed_values, pool, metadata)
+        plan.returned.hold(fetched)
+        return fetched
 
     def _for_shapes(self, feed_values: Sequence) -> "Plan | None":
         """The plan specialized for the feeds' shapes, when there is (or should now be) one."""

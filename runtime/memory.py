@@ -14,12 +14,16 @@ views), and its reference count shows no holder besides the slot list being
 cleared (a view of it, an alias in another slot, an array the user holds or a
 kernel cached all hold a reference; what the count is then is measured at import,
 graphflow/refcounts.py). Fed, fetched and constant values are therefore never
-reused or written.
+reused or written, until the caller has dropped them: a fetched array the plan
+produced goes back into its pool once its reference count shows the plan's record
+of it as its last holder (:class:`ReturnedBuffers`), as TensorFlow's allocator takes
+back a result tensor nobody holds.
 """
 from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -106,6 +110,52 @@ class BufferPool:
     @property
     def nbytes(self) -> int:
         return self._bytes
+
+
+#: Fetched arrays a plan remembers at most (the newest kept).
+MAX_RETURNED = 16
+
+
+class ReturnedBuffers:
+    """The arrays a plan's calls returned (those a kernel of the plan made: owned,
+    writeable, at least MIN_POOLED_BYTES), each given to the plan's pool at a later
+    call once the caller has dropped it. A loop that fetches a 128 MB gather and lets
+    it go then touches no fresh pages each call (591 page faults a call before, 15 ms
+    of a 2-core 28 ms gather). One still held is asked again later; one held weakly or
+    through a view is never taken (its count shows the holder). Thread-safe."""
+
+    __slots__ = ("_pool", "_held", "_lock")
+
+    def __init__(self, pool: BufferPool):
+        self._pool = pool
+        self._held: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    def hold(self, fetched: list) -> None:
+        """Remember the arrays of ``fetched`` (what a call returns) that may come back."""
+        ndarray = np.ndarray
+        mine = [v for v in fetched if type(v) is ndarray and v.base is None
+                and v.nbytes >= MIN_POOLED_BYTES and v.flags.writeable and v.dtype.kind != "O"]
+        if mine:
+            with self._lock:
+                self._held = (self._held + mine)[-MAX_RETURNED:]
+
+    def take_back(self) -> None:
+        """Give the pool every remembered array whose last holder is this record."""
+        if not self._held:
+            return
+        with self._lock:
+            held, self._held = self._held, []
+        getrefcount, still_held = sys.getrefcount, []
+        for value in held:  # holders: the list ``held`` and the name ``value``
+            if getrefcount(value) == _PRIVATE_REFCOUNT + 1 \
+                    and not weakref.getweakrefcount(value):
+                self._pool.give(value)
+            else:
+                still_held.append(value)
+        if still_held:
+            with self._lock:
+                self._held = (still_held + self._held)[-MAX_RETURNED:]
 
 
 def releaser(pool: BufferPool):

@@ -275,3 +275,45 @@ def test_dead_intermediates_are_reused_across_runs():
         np.testing.assert_array_equal(second, 2 * feed[IDX[:, 0]])
         assert plan.buffers.reused > before
         assert feed.tolist() == np.arange(N, dtype=np.float64).tolist()
+
+
+def _fetching_plan():
+    """A session fetching x * x, a fresh [N] float64 from the plan's pool (``ctx.empty``)."""
+    scope = gf.Scope(gf.Graph())
+    x = scope.placeholder(gf.float64, shape=[N])
+    y = scope.mul(x, x)
+    sess = gf.Session(scope.graph, gf.SessionConfig(inter_op_threads=1))
+    f = sess.make_callable(y, [x])
+    return sess, f
+
+
+@pytest.mark.parametrize("hold", ["array", "view", "weakref", "list", "nothing"])
+def test_a_fetched_result_is_reused_only_once_the_caller_drops_it(hold):
+    """A result the caller still holds (itself, through a view or a weak reference, in
+    a list) is never written by a later call; one it dropped is the pool's again and
+    the next call writes into it (no fresh pages)."""
+    import weakref
+    sess, f = _fetching_plan()
+    feed = np.arange(N, dtype=np.float64) / N
+    try:
+        f(feed)
+        (plan,) = sess._plans.values()
+        kept = []
+        for k in range(4):
+            result = f(feed + k)
+            kept.append({"array": result, "view": result[1:], "weakref": weakref.ref(result),
+                         "list": [result], "nothing": None}[hold])
+            del result
+        before = plan.buffers.reused
+        for k in range(3):
+            f(feed)
+        for k, held in enumerate(kept):
+            value = {"array": lambda h: h, "view": lambda h: h.base, "weakref": lambda h: h(),
+                     "list": lambda h: h[0], "nothing": lambda h: None}[hold](held)
+            if value is not None:
+                np.testing.assert_array_equal(value, (feed + k) * (feed + k))
+        if hold == "nothing":
+            assert plan.buffers.reused > before
+        assert feed.tolist() == (np.arange(N, dtype=np.float64) / N).tolist()
+    finally:
+        sess.close()
