@@ -46,18 +46,24 @@ def settle(fn: Callable[[], object], quiet_calls: int = 20, limit_s: float = 60.
 
 
 def round_robin_times(fns: dict[str, Callable[[], object]], repeats: int,
-                      calls: int = 1) -> dict[str, float]:
+                      calls: int = 1, lead_in: int = 1) -> dict[str, float]:
     """Median time of one call of each function (seconds), sampled in interleaved rounds.
 
     After one untimed warm-up sample of each, every round times one sample of
     every function (``calls`` calls in a row, gc off), in an order that rotates
     by one each round: load that comes and goes hits all of them alike, and
-    none always runs right after the same other one.
+    none always runs right after the same other one. Each sample starts with
+    ``lead_in`` untimed calls: the engine sampled before leaves its worker threads
+    spinning and the caches full of its data, which a loop of one engine's steps
+    never meets (a torch matmul loop right before it took an MoE step from 14.3 to
+    18.5 ms; one untimed call first, 14.1 ms).
     """
     names = list(fns)
     samples: dict[str, list[float]] = {name: [] for name in names}
 
     def sample(fn):
+        for _ in range(lead_in):
+            fn()
         gc.disable()
         t0 = time.perf_counter()
         for _ in range(calls):
