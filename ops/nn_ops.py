@@ -10,6 +10,8 @@ TF's nn_grad.py rules, second order included (a gradient that reaches ``backprop
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from graphflow.dtypes import FLOAT_TYPES, int32, int64
@@ -249,13 +251,18 @@ def _lean_shape(spec, rank: int | None = None):
 @Softmax.prepare("cpu")
 def _prepare_softmax(spec):
     """The kernel's steps into one buffer; a row with an infinite peak (the kernel's
-    special case) runs the kernel."""
+    special case) runs the kernel. Rows of up to BLOCK elements: compiled loops."""
     shape = _lean_shape(spec)
     if shape is None:
         return None
     new = spec.allocator(shape, spec.dtype(0))
+    rows = _compiled_rows(shape, log=False)
 
     def lean(ctx, logits):
+        if rows is not None:
+            out = new()
+            if rows(logits, out):
+                return out
         peak = logits.max(axis=-1, keepdims=True)
         if not np.isfinite(peak).all():
             return _softmax(ctx, logits)
@@ -272,12 +279,49 @@ def _prepare_log_softmax(spec):
     if shape is None:
         return None
     new = spec.allocator(shape, spec.dtype(0))
+    rows = _compiled_rows(shape, log=True)
 
     def lean(ctx, logits):
+        if rows is not None:
+            out = new()
+            if rows(logits, out):
+                return out
         shifted = np.subtract(logits, logits.max(axis=-1, keepdims=True), out=new())
         shifted -= np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
         return shifted
     return lean
+
+
+def _compiled_rows(shape: tuple, log: bool):
+    """``rows(logits, out) -> bool``: (log-)softmax of rows of 1 to BLOCK elements into
+    ``out``, the row's shift and sum as compiled loops around numpy's exp and log (the
+    kernel's bits: ops/softmax_loops.py); False while the loops are not compiled yet.
+    None for longer rows (numpy's sum of them is fast, and pairwise by halves)."""
+    from .row_loops import rows_div, rows_sub
+    from .softmax_loops import BLOCK, row_sums, shift_rows
+    from .tiering import Tiered
+    n = shape[-1]
+    if n > BLOCK:
+        return None
+    count = math.prod(shape[:-1])
+    loops = [Tiered(shift_rows), Tiered(row_sums), Tiered(rows_sub if log else rows_div)]
+
+    def rows(logits, out):
+        x = np.ascontiguousarray(logits).reshape(count, n)
+        shifted, sums = out.reshape(count, n), np.empty(count, out.dtype)
+        if not all(loop.ready(*args) for loop, args in zip(loops, (
+                (x, shifted, True), (shifted, sums), (shifted, sums, shifted)))):
+            return False
+        shift_rows(x, shifted, not log)  # LogSoftmax subtracts an infinite maximum
+        if log:
+            row_sums(np.exp(shifted), sums)
+            rows_sub(shifted, np.log(sums, out=sums), shifted)
+        else:
+            np.exp(shifted, out=shifted)
+            row_sums(shifted, sums)
+            rows_div(shifted, sums, shifted)
+        return True
+    return rows
 
 
 @SparseSoftmaxCrossEntropyWithLogits.prepare("cpu")

@@ -23,6 +23,8 @@ Choices where TensorFlow leaves room:
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from graphflow.builder import as_operand
@@ -204,6 +206,36 @@ def _top_k(ctx, x, k):
         ascending = xp.argsort(x[..., ::-1], axis=-1, kind="stable")
         top = (n - 1) - ascending[..., ::-1][..., :k]
     return [xp.take_along_axis(x, top, axis=-1), top.astype(index_type)]
+
+
+@TopKV2.prepare("cpu")
+def _prepare_top_k(spec):
+    """A constant k in [2, MAX_K] over static rows of a dtype numba compiles: one scan
+    of each row (ops/top_k_loop.py), the same order as the sort, once compiled."""
+    from .jit import jittable
+    from .tiering import Tiered
+    from .top_k_loop import MAX_K, top_k_rows
+    shape, k = spec.shape(0), spec.value(1)
+    if shape is None or not shape or k is None or np.ndim(k) != 0:
+        return None
+    k, dtype = int(k), spec.dtype(0)
+    index_type = np.dtype(spec.attrs["index_type"].as_numpy_dtype)
+    if not 2 <= k <= min(MAX_K, shape[-1]) or not jittable(dtype) or dtype.kind == "b" \
+            or shape[-1] > np.iinfo(index_type).max or math.prod(shape) == 0:
+        return None
+    rows, out = math.prod(shape[:-1]), shape[:-1] + (k,)
+    new_values, new_indices = spec.allocator(out, dtype), spec.allocator(out, index_type)
+    compiled = Tiered(top_k_rows)
+
+    def lean(ctx, x, k_value):
+        values, indices = new_values(), new_indices()
+        args = (np.ascontiguousarray(x).reshape(rows, shape[-1]), k,
+                values.reshape(rows, k), indices.reshape(rows, k))
+        if not compiled.ready(*args):
+            return _top_k(ctx, x, k_value)
+        top_k_rows(*args)
+        return [values, indices]
+    return lean
 
 
 def top_k(self: Scope, input, k=1, sorted: bool = True, name: str | None = None) -> tuple:

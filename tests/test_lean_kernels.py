@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
 
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError
@@ -253,3 +255,80 @@ def test_sorted_segment_lean_equals_full(op, dtype, ids):
         i = s.placeholder(gf.int64, shape=[6])
         return getattr(s, f"segment_{op}")(d, i), [d, i]
     _assert_same(_run_both(build, [data, np.array(SORTED_IDS[ids], np.int64)]))
+
+
+def _special_values(shape, dtype, seed):
+    """Values with ties, signed zeros, infinities and NaNs (for floats) in every row."""
+    rng = np.random.default_rng(seed)
+    pool = np.array([0.0, -0.0, 1.5, -2.0, 3.0, np.inf, -np.inf, np.nan]) \
+        if np.dtype(dtype).kind == "f" else np.array([0, 1, 3, 7, 100])
+    x = rng.normal(size=shape) * 4
+    special = rng.random(shape) < 0.4
+    x[special] = rng.choice(pool, size=int(special.sum()))
+    return x.astype(dtype) if np.dtype(dtype).kind == "f" else np.abs(x).astype(dtype)
+
+
+@pytest.mark.parametrize("width", [1, 2, 7, 8, 9, 64, 128, 129])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_rows_lean_equals_full(dtype, width):
+    """The compiled row loops (rows of up to 128, ops/softmax_loops.py) and numpy's
+    calls beyond give the registered kernels' bits, NaN, infinite and signed-zero rows
+    included, on every call."""
+    logits = _special_values((3, 20, width), dtype, width)
+    for build in (lambda s, x: s.softmax(x), lambda s, x: gf.nn.log_softmax(x)):
+        def graph(s, build=build):
+            x = s.placeholder(gf.as_dtype(dtype), shape=logits.shape)
+            return build(s, x), [x]
+        _assert_same(_run_both(graph, [logits]))
+
+
+def _top_k_reference(x, k):
+    """TF's order row by row in plain Python: larger first, NaN above everything, ties
+    by the lower index."""
+    rows = x.reshape(-1, x.shape[-1])
+    order = [sorted(range(len(row)), key=lambda j: (not np.isnan(row[j]),
+                                                    -row[j] if not np.isnan(row[j]) else 0, j))[:k]
+             for row in rows.astype(np.float64)]
+    indices = np.array(order, np.int64).reshape(x.shape[:-1] + (k,))
+    return np.take_along_axis(x, indices, -1), indices
+
+
+@pytest.mark.parametrize("index_type", [gf.int32, gf.int64, gf.int16])
+@pytest.mark.parametrize("k", [2, 3, 16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint8, np.int64])
+def test_top_k_lean_equals_full_and_tf_order(dtype, k, index_type):
+    """TopKV2's one-scan loop (a constant k up to 16) gives the sort's values and
+    indices, bit for bit, in TF's order, for ties, NaNs and signed zeros."""
+    x = _special_values((4, 5, 17), dtype, k)
+
+    def graph(s):
+        p = s.placeholder(gf.as_dtype(dtype), shape=x.shape)
+        values, indices = s.create_op("TopKV2", p, np.int32(k), index_type=index_type)
+        return [values, indices], [p]
+    (kind_a, a), (kind_b, b) = _run_both(graph, [x])
+    assert kind_a == kind_b == "ok"
+    values, indices = _top_k_reference(x, k)
+    for got, want in zip(a, b):
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    assert a[0].tobytes() == values.tobytes()
+    np.testing.assert_array_equal(a[1], indices)
+    assert a[1].dtype == index_type.as_numpy_dtype
+
+
+@given(hnp.arrays(np.float32, hnp.array_shapes(min_dims=1, max_dims=3, max_side=12),
+                  elements=st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.5, np.inf, -np.inf,
+                                            np.nan])),
+       st.integers(2, 16))
+@settings(max_examples=60, deadline=None)
+def test_top_k_lean_order_is_tfs_by_hypothesis(x, k):
+    k = min(k, x.shape[-1])
+    if k < 2 or x.size == 0:
+        return
+    s = gf.Scope(gf.Graph())
+    p = s.placeholder(gf.float32, shape=x.shape)
+    values, indices = s.top_k(p, k=k)
+    with gf.Session(s.graph) as sess:
+        got = [sess.run([values, indices], {p: x}) for _ in range(3)][-1]
+    want_values, want_indices = _top_k_reference(x, k)
+    assert got[0].tobytes() == want_values.tobytes()
+    np.testing.assert_array_equal(got[1], want_indices)
