@@ -36,7 +36,7 @@ from graphflow.memory_limit import limit_outputs
 from graphflow.registry import IntAttr, TypeAttr, register_op
 
 from .codegen import note_used
-from .tiering import COMPILE_AFTER_CALLS, compiled_for, tiered
+from .tiering import COMPILE_AFTER_CALLS, compiled_for, tiered, types_key
 
 FusedElementwise = register_op(
     "_FusedElementwise",
@@ -129,7 +129,7 @@ class _FusedRun:
         self.partial = tuple(ks for s, ks in zip(self.supports, self.support_inputs)
                              if s != full)
         self.kernels: dict[tuple[int, int], object] = {}
-        self.ready: set[tuple[int, int]] = set()  # kernels compiled for the arguments seen
+        self.ready: set[tuple] = set()  # (kernel, argument types) compiled
         self.asked: dict[tuple[int, int], int] = {}  # calls before a kernel was loaded
         self.empty = ctx.empty
 
@@ -221,10 +221,13 @@ class _FusedRun:
                 fn = self.program.kernel(scalars, rank)
             fn = self.kernels.setdefault(key, fn)
             _note(self.ctx, fn)
-        if key in self.ready or fn is _UNCOMPILED:
+        if fn is _UNCOMPILED:
+            return fn
+        typed = (key, types_key(args))  # read-only or strided operands ask again
+        if typed in self.ready:
             return fn
         if compiled_for(fn, args, asked_before=max(asked - 1, 0)):
-            self.ready.add(key)
+            self.ready.add(typed)
             return fn
         return None
 

@@ -12,12 +12,15 @@ waits on numba. ``GRAPHFLOW_TIERED=0`` compiles in the call instead (the tests).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
+import numpy as np
 
 from .compile_worker import compile_elsewhere
 
@@ -72,11 +75,31 @@ def _compile(fn, signature) -> bool:
     GIL-holding compile away from the caller's threads; any other here."""
     compile_elsewhere(fn, signature)
     try:
-        fn.compile(signature)
+        with _switching_often():
+            fn.compile(signature)
     except Exception as e:  # noqa: BLE001 - the foreground call reports it
         log.debug("background compile of %s failed: %s", fn, e)
         return False
     return True
+
+
+#: The interpreter's thread switch interval while a kernel loads (Python's default is 5 ms).
+LOADING_SWITCH_INTERVAL_S = 0.0002
+
+
+@contextlib.contextmanager
+def _switching_often():
+    """Loading a cached kernel is hundreds of short calls into LLVM, each of which
+    releases the GIL; beside a caller busy in Python each then waits out the caller's
+    switch interval to get it back (a 1000-node chain's segment took 5 s to load so,
+    its steps run one by one meanwhile). A short interval while it loads lets the
+    two take turns quickly."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, LOADING_SWITCH_INTERVAL_S))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(interval)
 
 
 def compiles_pending() -> int:
@@ -90,16 +113,35 @@ class Tiered:
     """A compiled kernel of graphflow's own modules as one lean kernel calls it:
     ``ready(*args)`` is False until the kernel has code for the arguments' types (asking
     starts its compile away from the call, as :func:`compiled_for`), and the lean
-    kernel then does the work another way (its registered kernel, numpy). One plan step
-    calls it with one set of types, so once ready it stays ready without asking."""
+    kernel then does the work another way (its registered kernel, numpy). The types
+    found ready are remembered by :func:`types_key`: a step whose inputs turn read-only
+    or strided later (a compiled segment, a feed, a folded constant now produces them)
+    asks again instead of making numba compile in the call (a 400 ms stall)."""
 
     __slots__ = ("fn", "_ready")
 
     def __init__(self, fn):
         self.fn = fn
-        self._ready = False
+        self._ready: set = set()
 
     def ready(self, *args) -> bool:
-        if not self._ready and compiled_for(self.fn, args):
-            self._ready = True
-        return self._ready
+        key = types_key(args)
+        if key in self._ready:
+            return True
+        if compiled_for(self.fn, args):
+            self._ready.add(key)
+            return True
+        return False
+
+
+#: The flags numba's type of an array depends on: its layout, alignment and whether it
+#: is read-only (numpy's NPY_ARRAY_C_CONTIGUOUS, F_CONTIGUOUS, ALIGNED, WRITEABLE).
+_TYPE_FLAGS = 0x1 | 0x2 | 0x100 | 0x400
+
+
+def types_key(args) -> tuple:
+    """What numba's types of ``args`` depend on, cheaper than ``numba.typeof``: an
+    array's dtype, rank, layout, alignment and writeability; another value's type."""
+    ndarray = np.ndarray
+    return tuple((a.dtype, a.ndim, a.flags.num & _TYPE_FLAGS) if type(a) is ndarray else type(a)
+                 for a in args)

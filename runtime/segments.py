@@ -44,7 +44,7 @@ from graphflow.kernel_context import KernelSpec
 from graphflow.lowering import Lowering
 
 from ..ops.codegen import GeneratedCode, called_code, load_numba, load_python, numba_code
-from ..ops.tiering import COMPILE_AFTER_CALLS, compiled_for
+from ..ops.tiering import COMPILE_AFTER_CALLS, compiled_for, types_key
 from ..ops.variable_ops import handle_attrs
 from .lowered_source import NotLowerable, SourceWriter
 from .steps import CopyStep, KernelStep, Step
@@ -138,6 +138,20 @@ def find_segments(steps: Sequence[Step], junk_slot: int | None) -> list[SegmentP
     return found
 
 
+def read_only(value) -> np.ndarray:
+    """``value`` as a read-only array (a read-only view of a writeable one): what a
+    segment's arguments are typed as, so that its compiled code is one for a feed, a
+    constant, or a kernel's fresh output alike (it never writes them). Numba types the
+    two apart, and a value that turned writeable once the segment before it compiled
+    made each segment of a 1000-node chain compile twice, the second time 4.6 s after
+    the first in a warm process."""
+    array = value if type(value) is np.ndarray else np.asarray(value)
+    if array.flags.writeable:
+        array = array.view()
+        array.flags.writeable = False
+    return array
+
+
 # -- generating and running one ---------------------------------------------------------------
 class Segment:
     """One compiled segment of a plan: ``segment.run(slots) -> bool`` runs it (True)
@@ -150,7 +164,8 @@ class Segment:
         self._parts = (found, steps, preloaded, read_after)
         self.source = None
         self.fn = None
-        self.ready = False
+        self.ready = False  # compiled for the arguments of some call
+        self.ready_keys: set = set()  # the argument types it is compiled for (types_key)
         self.broken = False
         self.asked = 0  # calls before it was compiled
         self.runs = 0   # calls it ran (not its steps one by one)
@@ -226,14 +241,16 @@ class Segment:
 
     def _make_runner(self):
         """``run(slots) -> bool``, generated: a line per argument, variable and output."""
-        env: dict[str, Any] = {"segment": self, "ndarray": np.ndarray, "asarray": np.asarray}
-        lines = [f"# calls the compiled segment of {', '.join(self.names)}", "def run(s):",
-                 "    fn = segment.fn if segment.ready else segment.compiled(s)",
-                 "    if fn is None:", "        return False"]
+        env: dict[str, Any] = {"segment": self, "types_key": types_key, "read_only": read_only}
+        lines = [f"# calls the compiled segment of {', '.join(self.names)}", "def run(s):"]
         args = []
         for slot in self.args:
-            lines.append(f"    a{slot} = v if type(v := s[{slot}]) is ndarray else asarray(v)")
+            lines.append(f"    a{slot} = read_only(s[{slot}])")
             args.append(f"a{slot}")
+        # a value of another layout asks again: numba never compiles in the call
+        lines += [f"    key = types_key(({''.join(a + ', ' for a in args)}))",
+                  "    fn = segment.fn if key in segment.ready_keys else segment.compiled(s, key)",
+                  "    if fn is None:", "        return False"]
         indent = "    "
         for j, (name, param, dtype, shape, resources) in enumerate(self.variables):
             env[f"resources{j}"], env[f"dtype{j}"], env[f"shape{j}"] = resources, dtype, shape
@@ -261,9 +278,9 @@ class Segment:
                                             "segment caller")
         return run
 
-    def compiled(self, slots) -> Any:
+    def compiled(self, slots, key: tuple) -> Any:
         """The compiled function, once numba has it for these arguments (tiered: compiled
-        in the background); None until then."""
+        in the background), their ``key`` then remembered; None until then."""
         if self.broken:
             return None
         if self.fn is None:
@@ -271,11 +288,12 @@ class Segment:
                 self.fn = load_segment_source(self.source, self.env)
             except Exception as e:  # noqa: BLE001 - a generator bug: run the steps
                 return self._give_up(e)
-        args = [np.asarray(slots[s]) for s in self.args]
+        args = [read_only(slots[s]) for s in self.args]
         args += [np.empty((0,) * len(shape), dtype) for _, _, dtype, shape, _ in self.variables]
         if not compiled_for(self.fn, (*args, *self.pools), asked_before=self.asked - 1):
             return None
         self.ready = True
+        self.ready_keys.add(key)
         return self.fn
 
     def failed(self, err: Exception) -> bool:
@@ -286,6 +304,7 @@ class Segment:
 
     def _give_up(self, err: Exception) -> None:
         self.broken, self.ready, self.fn, self._runner = True, False, None, None
+        self.ready_keys.clear()
         log.warning("compiled segment of %s could not be compiled, its steps run one by one: "
                     "%s", ", ".join(self.names), err)
 

@@ -256,6 +256,37 @@ def test_tiered_segments_run_the_steps_until_compiled(monkeypatch):
     assert segments and not any(seg.runs for seg in segments)
 
 
+def test_a_segment_compiles_once_for_writeable_and_read_only_values():
+    """A segment's arguments are typed read-only (runtime/segments.read_only): a value
+    some kernel made (writeable) and a feed or a view (read-only) run one compiled
+    function, where numba would compile one for each, and the value keeps its flags."""
+    order = np.arange(16, dtype=np.int32)[::-1].reshape(16, 1)
+    s = gf.Scope(gf.Graph())
+    x = s.placeholder(gf.float32, shape=[16])
+    h = x
+    for _ in range(3):
+        h = s.gather_nd(s.add(h, np.float32(1)), order)
+    feed = np.linspace(0, 1, 16, dtype=np.float32)
+    with gf.Session(s.graph) as sess:
+        step = sess.make_callable(h, [x])
+        for _ in range(3):
+            step(feed)
+        (segment,) = segments_of(sess)
+        (arg,) = segment.args
+        frozen = feed.copy()
+        frozen.flags.writeable = False
+        for value in (feed.copy(), frozen, feed.copy()):
+            slots = [None] * (max(arg, *segment.outputs) + 1)
+            slots[arg] = value
+            assert segment.run(slots)
+            one = np.float32(1)
+            np.testing.assert_array_equal(slots[segment.outputs[-1]],
+                                          (((feed + one) + one) + one)[::-1])
+        assert len(segment.fn.signatures) == 1
+        assert str(segment.fn.signatures[0][0]).startswith("readonly")
+    assert feed.flags.writeable and not frozen.flags.writeable
+
+
 # -- random chains ------------------------------------------------------------------------------------
 _STEPS = ["add", "scatter_max", "gather", "reshape"]
 

@@ -105,6 +105,41 @@ def test_a_lean_kernel_of_a_new_signature_is_compiled_away_from_the_call(tiered)
     np.testing.assert_array_equal(out, expected)
 
 
+def test_a_lean_kernel_asks_again_when_its_inputs_turn_read_only(tiered):
+    """Once ready for writeable inputs, a lean kernel's loop given read-only ones (a
+    later call's folded constant or segment output: another numba type) is not called
+    until that type is compiled in the background: numba never compiles in the call (a
+    warm MoE step stalled 400 ms so at its 8th call)."""
+    from graphflow.ops import scatter_loops, tiering
+    add = scatter_loops.checked_row_adder("add", np.dtype(np.uint16))
+    out = np.zeros((4, 3), np.uint16)
+    column = np.array([1, 3, 1], np.uint16)  # a signature nothing else compiles
+    rows = np.arange(9, dtype=np.uint16).reshape(3, 3)
+    frozen_column, frozen_rows = column.copy(), rows.copy()
+    frozen_column.flags.writeable = frozen_rows.flags.writeable = False
+    signatures = [tuple(numba.typeof(a) for a in (out, c, r, False))
+                  for c, r in ((column, rows), (frozen_column, frozen_rows))]
+    if any(s in scatter_loops._add_rows_checked.overloads for s in signatures):
+        pytest.skip("compiled already in this process")
+    deadline = time.monotonic() + 120
+    while not add(out, column, rows):
+        assert time.monotonic() < deadline, "the background compile never finished"
+        time.sleep(0.05)
+    out[:] = 0
+    calls = 0
+    while not add(out, frozen_column, frozen_rows):
+        calls += 1
+        assert signatures[1] not in scatter_loops._add_rows_checked.overloads \
+            or tiering.compiles_pending() == 0
+        assert not out.any()
+        assert time.monotonic() < deadline, "the background compile never finished"
+        time.sleep(0.05)
+    assert calls >= tiering.COMPILE_AFTER_CALLS - 1  # it asked, and waited for the compile
+    expected = np.zeros((4, 3), np.uint16)
+    np.add.at(expected, column, rows)
+    np.testing.assert_array_equal(out, expected)
+
+
 @pytest.mark.parametrize("build", ["segment_sum", "row_scale"])
 def test_lean_kernels_give_the_same_bits_before_and_after_their_loop_compiles(tiered, scope,
                                                                               build):
