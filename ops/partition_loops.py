@@ -32,6 +32,7 @@ import numpy as np
 
 from .intra_op import MIN_PARALLEL_ELEMENTS, run_each, run_in_chunks
 from .jit import kernel
+from .tiering import compiled_for
 
 #: Ids checked per block by :func:`first_bad_id`: a block is checked with a loop the
 #: compiler vectorises, and only a block holding a bad id is searched one by one.
@@ -145,6 +146,25 @@ def stitch_rows(merged, indices, rows):
 
 
 # -- calling them --------------------------------------------------------------------------
+# Until a loop is compiled for its arguments' types (tiered compilation, ops/tiering.py:
+# away from the call), numpy does its work: a graph run once never waits for numba,
+# not even to load a cached loop (its first load costs ~0.4 s of numba's start).
+def find_bad_id(ids: np.ndarray, k: int) -> int:
+    """The first position of the flat int32 ``ids`` outside [0, k), else -1."""
+    if compiled_for(first_bad_id, (ids, 0, ids.size, k)):
+        return int(first_bad_id(ids, 0, ids.size, k))
+    bad = np.flatnonzero(ids.view(np.uint32) >= k)
+    return int(bad[0]) if bad.size else -1
+
+
+def bounds_of(indices: np.ndarray) -> tuple[int, int]:
+    """(smallest, largest) of a non-empty flat int32 array."""
+    if compiled_for(index_bounds, (indices,)):
+        low, high = index_bounds(indices)
+        return int(low), int(high)
+    return int(indices.min()), int(indices.max())
+
+
 def readonly(array: np.ndarray) -> np.ndarray:
     """A read-only view of ``array``: numba compiles a separate signature for a
     writable and a read-only array, and feeds arrive read-only."""
@@ -181,6 +201,9 @@ def partition(rows: np.ndarray, ids: np.ndarray, k: int,
     n = ids.size
     work = rows.size + n
     ids = readonly(ids)
+    if rows.dtype == object or not compiled_for(count_partitions,
+                                                (ids, 0, n, np.zeros(k, np.int64))):
+        return _sorted_partition(rows, ids, k, empty)
     chunks: dict[int, tuple[int, np.ndarray]] = {}
 
     def count(start: int, stop: int) -> None:
@@ -193,9 +216,7 @@ def partition(rows: np.ndarray, ids: np.ndarray, k: int,
     table = np.stack([counts for _, (_, counts) in ranges])
     sizes = table.sum(axis=0)
     out = empty(rows.shape, rows.dtype)
-    if rows.dtype == object:  # strings: one stable sort of the ids, one gather
-        np.take(rows, np.argsort(ids, kind="stable"), axis=0, out=out)
-    elif n:
+    if n:
         row_bytes = rows.size // n * rows.itemsize
         width = word_width(row_bytes, (rows, out))
         source = readonly(as_words(rows, n, row_bytes, width))
@@ -204,8 +225,11 @@ def partition(rows: np.ndarray, ids: np.ndarray, k: int,
         # and after the rows of p that earlier ranges hold
         cursors = (np.cumsum(sizes) - sizes) + (np.cumsum(table, axis=0) - table)
         place = place_two_partitions if k == 2 else place_partitions
-        run_each([lambda a=a, b=b, c=c: place(source, ids, a, b, c, target)
-                  for (a, (b, _)), c in zip(ranges, cursors)], work)
+        if compiled_for(place, (source, ids, 0, n, cursors[0], target)):
+            run_each([lambda a=a, b=b, c=c: place(source, ids, a, b, c, target)
+                      for (a, (b, _)), c in zip(ranges, cursors)], work)
+        else:
+            np.take(rows, np.argsort(ids, kind="stable"), axis=0, out=out)
     return np.split(out, np.cumsum(sizes)[:-1].tolist())
 
 
@@ -230,6 +254,19 @@ def stitch(indices: Sequence[np.ndarray], data: Sequence[np.ndarray],
     target[:] = 0
     for idx, d in zip(indices, data):
         if idx.size:
-            stitch_rows(target, readonly(idx),
-                        readonly(as_words(d, idx.size, row_bytes, width)))
+            idx, rows = readonly(idx), readonly(as_words(d, idx.size, row_bytes, width))
+            if compiled_for(stitch_rows, (target, idx, rows)):
+                stitch_rows(target, idx, rows)
+            else:  # the last of duplicate indices wins: each index's last position
+                last = idx.size - 1 - np.unique(idx[::-1], return_index=True)[1]
+                target[idx[last]] = rows[last]
     return merged
+
+
+def _sorted_partition(rows: np.ndarray, ids: np.ndarray, k: int, empty) -> list[np.ndarray]:
+    """:func:`partition` by one stable sort of the ids and one gather (strings, and any
+    partition before its loops are compiled)."""
+    out = empty(rows.shape, rows.dtype)
+    np.take(rows, np.argsort(ids, kind="stable"), axis=0, out=out)
+    sizes = np.bincount(ids, minlength=k) if ids.size else np.zeros(k, np.int64)
+    return np.split(out, np.cumsum(sizes)[:-1].tolist())

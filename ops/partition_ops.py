@@ -146,7 +146,7 @@ def _dynamic_partition_gpu(ctx, data, partitions):
 
 def _check_partition_ids(ids: np.ndarray, shape: tuple, k: int) -> None:
     """Raise TensorFlow's error for the first of the int32 ``ids`` outside [0, k)."""
-    j = int(partition_loops.first_bad_id(ids, 0, ids.size, k))
+    j = partition_loops.find_bad_id(ids, k)
     if j >= 0:
         raise _bad_id_error(shape, int(ids[j]), j, k)
 
@@ -249,7 +249,7 @@ def _dynamic_stitch(ctx, indices, data):
     data = [np.asarray(d) for d in data]
     extra = _check_stitch_shapes(indices, data)
     flats = [partition_loops.readonly(np.ascontiguousarray(i).reshape(-1)) for i in indices]
-    bounds = [partition_loops.index_bounds(f) for f in flats if f.size]
+    bounds = [partition_loops.bounds_of(f) for f in flats if f.size]
     if any(low < 0 for low, _ in bounds):
         raise _negative_index_error(indices, np.concatenate(flats))
     first = max([-1] + [int(high) for _, high in bounds]) + 1

@@ -30,7 +30,7 @@ import numpy as np
 
 from .intra_op import run_in_chunks
 from .jit import jittable, kernel
-from .tiering import Tiered
+from .tiering import Tiered, compiled_for
 
 
 # -- the loops -------------------------------------------------------------------------------
@@ -214,9 +214,18 @@ def scatter(out2d: np.ndarray, offsets: np.ndarray, rows: np.ndarray, op: str) -
     offsets = read_only(np.ascontiguousarray(offsets, dtype=np.int64))
     rows = np.ascontiguousarray(rows)
     if op == "update":
-        _assign_rows(row_words(out2d), offsets, read_only(row_words(rows)))
+        args = (row_words(out2d), offsets, read_only(row_words(rows)))
+        if compiled_for(_assign_rows, args):
+            _assign_rows(*args)
+        else:  # until compiled (a graph run once never waits for numba): the last one wins
+            last = offsets.size - 1 - np.unique(offsets[::-1], return_index=True)[1]
+            args[0][offsets[last]] = args[2][last]
     elif op in ("add", "sub"):
-        _add_rows(out2d, offsets, read_only(rows), op == "sub")
+        args = (out2d, offsets, read_only(rows), op == "sub")
+        if compiled_for(_add_rows, args) or out2d.dtype == np.bool_:
+            _add_rows(*args)
+        else:  # ufunc.at adds in index order, one element at a time: the loop's bits
+            (np.subtract if op == "sub" else np.add).at(out2d, offsets, rows)
     else:
         _min_max_rows(out2d, offsets, read_only(rows), op == "max")
 

@@ -281,3 +281,25 @@ def test_locate_against_ravel_multi_index(index_type, depth):
             cpu_index.locate(tuples, dims, "ERROR", str)
     offsets, keep = cpu_index.locate(tuples[good], dims, "", str)
     assert keep is None and offsets.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("op", ["update", "add", "sub"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.complex64, np.uint8])
+def test_the_numpy_path_before_the_loop_compiles_gives_the_loops_bits(op, dtype, monkeypatch):
+    """Until its loop is compiled (tiered compilation), ``scatter`` assigns the last of
+    duplicate offsets and adds in index order with numpy: the loop's bits, NaN and
+    signed zeros included."""
+    from graphflow.ops import scatter_loops
+    rng = np.random.default_rng(7)
+    rows = (rng.normal(size=(40, 3)) * 100).astype(dtype)
+    if np.dtype(dtype).kind in "fc":
+        rows[[3, 9]] = np.nan
+        rows[5] = -0.0
+    offsets = rng.integers(0, 6, 40)
+    start = (np.arange(18) % 7).astype(dtype).reshape(6, 3)
+    compiled = start.copy()
+    scatter_loops.scatter(compiled, offsets, rows, op)
+    monkeypatch.setattr(scatter_loops, "compiled_for", lambda fn, args: False)
+    by_numpy = start.copy()
+    scatter_loops.scatter(by_numpy, offsets, rows, op)
+    assert by_numpy.tobytes() == compiled.tobytes()

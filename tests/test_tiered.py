@@ -163,3 +163,35 @@ def test_lean_kernels_give_the_same_bits_before_and_after_their_loop_compiles(ti
             future.result(timeout=120)
         for _ in range(3):
             np.testing.assert_array_equal(f(v), want)
+
+
+def test_partition_and_stitch_give_the_same_values_before_their_loops_compile(tiered):
+    """DynamicPartition and DynamicStitch run numpy's sort and assignment until their
+    loops are compiled in the background (a graph run once never waits for numba), the
+    same values either way: the later of duplicate stitch indices wins."""
+    from graphflow.ops import partition_loops
+    data = np.arange(30, dtype=np.int8).reshape(10, 3)  # rows of 3 bytes: words of 1
+    ids = np.array([2, 0, 1, 2, 2, 0, 1, 1, 0, 2], np.int32)
+    s = gf.Scope(gf.Graph())
+    d = s.placeholder(gf.int8, shape=[10, 3])
+    p = s.placeholder(gf.int32, shape=[10])
+    parts = s.dynamic_partition(d, p, 3)
+    stitched = s.dynamic_stitch([s.constant([3, 1, 3]), s.constant([0, 1, 2])],
+                                [parts[0], parts[1]])
+    signature = (partition_loops.readonly(ids), 0, ids.size, np.zeros(3, np.int64))
+    fresh = tuple(numba.typeof(a) for a in signature) not in \
+        partition_loops.count_partitions.overloads
+    with gf.Session(s.graph) as sess:
+        first = sess.run([*parts, stitched], {d: data, p: ids})
+        deadline = time.monotonic() + 120
+        while fresh and not partition_loops.count_partitions.overloads:
+            assert time.monotonic() < deadline, "the background compile never finished"
+            sess.run([*parts, stitched], {d: data, p: ids})
+            time.sleep(0.05)
+        later = sess.run([*parts, stitched], {d: data, p: ids})
+    want = [data[ids == k] for k in range(3)]
+    # row 1: the later input wins; row 3: the later of one input's duplicates
+    stitch_want = np.stack([want[1][0], want[1][1], want[1][2], want[0][2]])
+    for got in (first, later):
+        for g, w in zip(got, [*want, stitch_want]):
+            np.testing.assert_array_equal(g, w)
