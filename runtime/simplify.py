@@ -14,7 +14,11 @@ value.
 - ``Neg(Neg(x))``;
 - ``AddN([a, b])`` of two inputs of one fully known shape becomes ``Add(a, b)`` (the
   kernel adds them the same way): an Add joins fused regions, an AddN does not, and
-  gradients are full of two-input AddNs (a value read twice).
+  gradients are full of two-input AddNs (a value read twice);
+- ``Mul(BroadcastTo(g, shape), x)`` (any broadcasting binary op, either order) where x
+  already has the result's shape becomes ``Mul(g, x)``: the op broadcasts g itself, to
+  the same values. A Sum's gradient is such a BroadcastTo, and its product was a
+  written [n, k] copy of an [n, 1] column (word2vec: 5120 x 64 a step).
 
 Shapes and constants come from the plan (a shape-specialized plan knows more of
 them; folded values are constants). A node with control inputs, or whose output is
@@ -68,6 +72,39 @@ def simplified(op: Operation, resolve: Callable[[Output], Output],
                 break
             if _identity_element(kind, c, x):
                 return _same(x, out)
+    if kind in BROADCASTING_BINARY:
+        return _without_broadcast_to(op, inputs, out, fed, resolve)
+    return None
+
+
+#: Binary element-wise ops that broadcast their operands as numpy does.
+BROADCASTING_BINARY = frozenset(("Mul", "Add", "Sub", "RealDiv", "Div", "Maximum", "Minimum",
+                                 "SquaredDifference", "Pow"))
+
+
+def _without_broadcast_to(op: Operation, inputs: list[Output], out: Output,
+                          fed: Collection[Output], resolve) -> Output | None:
+    """``op`` with a BroadcastTo operand replaced by what it broadcasts, when the other
+    operand has the result's (fully known) shape: the op broadcasts it to the same
+    values."""
+    if not out.shape.is_fully_defined():
+        return None
+    shape = out.shape.as_list()
+    for k, operand in enumerate(inputs):
+        other = inputs[1 - k]
+        inner = operand.op
+        if inner.type != "BroadcastTo" or inner.control_inputs or operand in fed \
+                or not other.shape.is_fully_defined() or other.shape.as_list() != shape:
+            continue
+        source = resolve(inner.inputs[0])
+        if source.dtype != operand.dtype or source.shape.rank is None \
+                or source.shape.rank > len(shape) or any(
+                    d is None or d not in (1, full)
+                    for d, full in zip(source.shape.as_list()[::-1], shape[::-1])):
+            continue
+        operands = [source, other] if k == 0 else [other, source]
+        return Operation.stand_in(op, op.op_def, operands, (1, 1), dict(op.attrs),
+                                  [(out.dtype, out.shape)]).outputs[0]
     return None
 
 

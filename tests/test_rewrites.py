@@ -90,6 +90,47 @@ def test_adding_positive_zero_is_not_simplified(value):
     assert not np.signbit(got[1])
 
 
+@pytest.mark.parametrize("op", ["mul", "add", "sub", "real_div", "maximum"])
+@pytest.mark.parametrize("source_shape", [[4, 1], [1, 8], [8], []])
+@pytest.mark.parametrize("broadcast_first", [True, False])
+def test_a_broadcast_to_an_operands_shape_is_left_to_the_op(op, source_shape, broadcast_first):
+    """``op(BroadcastTo(g, [4, 8]), x)`` with x of [4, 8] runs as ``op(g, x)`` (no
+    BroadcastTo step), bit for bit, NaN, infinities and signed zeros included; the
+    BroadcastTo is still computed for another reader."""
+    rng = np.random.default_rng(3)
+    g_value = rng.choice(SPECIALS, size=source_shape).astype(np.float32)
+    x_value = rng.choice(SPECIALS, size=(4, 8)).astype(np.float32)
+    s = gf.Scope(gf.Graph())
+    g = s.placeholder(gf.float32, shape=source_shape)
+    x = s.placeholder(gf.float32, shape=[4, 8])
+    wide = s.broadcast_to(g, [4, 8])
+    operands = (wide, x) if broadcast_first else (x, wide)
+    y = getattr(s, op)(*operands)
+    feeds = {g: g_value, x: x_value}
+    with gf.Session(s.graph) as opt, \
+            gf.Session(s.graph, gf.SessionConfig(optimize=False)) as plain:
+        for _ in range(3):
+            assert _same_bits(opt.run(y, feeds), plain.run(y, feeds))
+        assert "BroadcastTo" not in _kernel_types(opt, [y], [g, x])
+        both = [opt.run([y, wide], feeds) for _ in range(3)][-1]
+        for got, want in zip(both, plain.run([y, wide], feeds)):
+            assert _same_bits(got, want)
+        assert "BroadcastTo" in _kernel_types(opt, [y, wide], [g, x])
+
+
+def test_a_broadcast_to_a_larger_shape_than_the_other_operand_stays():
+    """x of [1, 8] with BroadcastTo(g, [4, 8]): the result needs the broadcast's rows."""
+    s = gf.Scope(gf.Graph())
+    g = s.placeholder(gf.float32, shape=[4, 1])
+    x = s.placeholder(gf.float32, shape=[1, 8])
+    y = s.mul(s.broadcast_to(g, [4, 8]), x)
+    with gf.Session(s.graph) as sess:
+        got = sess.run(y, {g: np.arange(4, dtype=np.float32).reshape(4, 1),
+                           x: np.ones((1, 8), np.float32)})
+        assert "BroadcastTo" in _kernel_types(sess, [y], [g, x])
+    np.testing.assert_array_equal(got, np.repeat(np.arange(4, dtype=np.float32)[:, None], 8, 1))
+
+
 def test_a_constant_that_broadcasts_x_is_not_an_identity():
     s = gf.Scope(gf.Graph())
     x = s.placeholder(gf.float32, shape=[1])
