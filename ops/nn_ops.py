@@ -259,14 +259,13 @@ def _prepare_softmax(spec):
     rows = _compiled_rows(shape, log=False)
 
     def lean(ctx, logits):
-        if rows is not None:
-            out = new()
-            if rows(logits, out):
-                return out
+        out = new()
+        if rows is not None and rows(logits, out):
+            return out
         peak = logits.max(axis=-1, keepdims=True)
         if not np.isfinite(peak).all():
             return _softmax(ctx, logits)
-        e = np.subtract(logits, peak, out=new())
+        e = np.subtract(logits, peak, out=out)
         np.exp(e, out=e)
         e /= e.sum(axis=-1, keepdims=True)
         return e
@@ -282,11 +281,10 @@ def _prepare_log_softmax(spec):
     rows = _compiled_rows(shape, log=True)
 
     def lean(ctx, logits):
-        if rows is not None:
-            out = new()
-            if rows(logits, out):
-                return out
-        shifted = np.subtract(logits, logits.max(axis=-1, keepdims=True), out=new())
+        out = new()
+        if rows is not None and rows(logits, out):
+            return out
+        shifted = np.subtract(logits, logits.max(axis=-1, keepdims=True), out=out)
         shifted -= np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
         return shifted
     return lean
