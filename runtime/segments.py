@@ -139,13 +139,16 @@ def find_segments(steps: Sequence[Step], junk_slot: int | None) -> list[SegmentP
 
 
 def read_only(value) -> np.ndarray:
-    """``value`` as a read-only array (a read-only view of a writeable one): what a
-    segment's arguments are typed as, so that its compiled code is one for a feed, a
-    constant, or a kernel's fresh output alike (it never writes them). Numba types the
-    two apart, and a value that turned writeable once the segment before it compiled
-    made each segment of a 1000-node chain compile twice, the second time 4.6 s after
-    the first in a warm process."""
+    """``value`` as a read-only C-contiguous array (a read-only view of a writeable one,
+    a copy of a strided or Fortran-ordered one): what a segment's arguments are typed
+    as, so that its compiled code is one for a feed, a constant, or a kernel's fresh
+    output alike (it never writes them). Numba types these apart, and a value that
+    turned writeable once the segment before it compiled made each segment of a
+    1000-node chain compile twice, the second time 4.6 s after the first in a warm
+    process; a feed of another layout would compile a third."""
     array = value if type(value) is np.ndarray else np.asarray(value)
+    if not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array)
     if array.flags.writeable:
         array = array.view()
         array.flags.writeable = False

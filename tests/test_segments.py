@@ -257,9 +257,10 @@ def test_tiered_segments_run_the_steps_until_compiled(monkeypatch):
 
 
 def test_a_segment_compiles_once_for_writeable_and_read_only_values():
-    """A segment's arguments are typed read-only (runtime/segments.read_only): a value
-    some kernel made (writeable) and a feed or a view (read-only) run one compiled
-    function, where numba would compile one for each, and the value keeps its flags."""
+    """A segment's arguments are typed read-only and C-contiguous
+    (runtime/segments.read_only): a value some kernel made (writeable), a feed or a view
+    (read-only) and a strided one run one compiled function, where numba would compile
+    one for each, and the value keeps its flags."""
     order = np.arange(16, dtype=np.int32)[::-1].reshape(16, 1)
     s = gf.Scope(gf.Graph())
     x = s.placeholder(gf.float32, shape=[16])
@@ -275,7 +276,8 @@ def test_a_segment_compiles_once_for_writeable_and_read_only_values():
         (arg,) = segment.args
         frozen = feed.copy()
         frozen.flags.writeable = False
-        for value in (feed.copy(), frozen, feed.copy()):
+        strided = np.repeat(feed, 2)[::2]  # another layout: copied, not compiled for
+        for value in (feed.copy(), frozen, strided, feed.copy()):
             slots = [None] * (max(arg, *segment.outputs) + 1)
             slots[arg] = value
             assert segment.run(slots)
