@@ -32,6 +32,7 @@ import numpy as np
 
 from .intra_op import MIN_PARALLEL_ELEMENTS, run_each, run_in_chunks
 from .jit import kernel
+from .scatter_loops import last_positions
 from .tiering import compiled_for
 
 #: Ids checked per block by :func:`first_bad_id`: a block is checked with a loop the
@@ -257,8 +258,8 @@ def stitch(indices: Sequence[np.ndarray], data: Sequence[np.ndarray],
             idx, rows = readonly(idx), readonly(as_words(d, idx.size, row_bytes, width))
             if compiled_for(stitch_rows, (target, idx, rows)):
                 stitch_rows(target, idx, rows)
-            else:  # the last of duplicate indices wins: each index's last position
-                last = idx.size - 1 - np.unique(idx[::-1], return_index=True)[1]
+            else:  # the last of duplicate indices wins
+                last = last_positions(idx)
                 target[idx[last]] = rows[last]
     return merged
 

@@ -186,6 +186,13 @@ def read_only(a: np.ndarray) -> np.ndarray:
     return view
 
 
+def last_positions(indices: np.ndarray) -> np.ndarray:
+    """The position of each distinct value's last occurrence in the flat ``indices``:
+    where an assignment in index order leaves the later of duplicates, numpy's fancy
+    assignment of these positions alone does the same."""
+    return indices.size - 1 - np.unique(indices[::-1], return_index=True)[1]
+
+
 def row_words(a: np.ndarray) -> np.ndarray:
     """The C-contiguous ``[n, width]`` array ``a`` as rows of the widest unsigned words
     that tile a row (uint64 where the row's bytes allow), for loops that only move bits."""
@@ -218,7 +225,7 @@ def scatter(out2d: np.ndarray, offsets: np.ndarray, rows: np.ndarray, op: str) -
         if compiled_for(_assign_rows, args):
             _assign_rows(*args)
         else:  # until compiled (a graph run once never waits for numba): the last one wins
-            last = offsets.size - 1 - np.unique(offsets[::-1], return_index=True)[1]
+            last = last_positions(offsets)
             args[0][offsets[last]] = args[2][last]
     elif op in ("add", "sub"):
         args = (out2d, offsets, read_only(rows), op == "sub")

@@ -44,6 +44,7 @@ from graphflow.kernel_context import KernelSpec
 from graphflow.lowering import Lowering
 
 from ..ops.codegen import GeneratedCode, called_code, load_numba, load_python, numba_code
+from ..ops.partition_loops import readonly
 from ..ops.tiering import COMPILE_AFTER_CALLS, compiled_for, types_key
 from ..ops.variable_ops import handle_attrs
 from .lowered_source import NotLowerable, SourceWriter
@@ -149,10 +150,7 @@ def read_only(value) -> np.ndarray:
     array = value if type(value) is np.ndarray else np.asarray(value)
     if not array.flags.c_contiguous:
         array = np.ascontiguousarray(array)
-    if array.flags.writeable:
-        array = array.view()
-        array.flags.writeable = False
-    return array
+    return readonly(array)
 
 
 # -- generating and running one ---------------------------------------------------------------
