@@ -1,4 +1,10 @@
-"""Shared fixtures: a fresh graph and scope per test, and a one-call runner."""
+"""Shared fixtures: a fresh graph and scope per test, and a one-call runner.
+
+The suite runs on one pytest-xdist worker per core, a test file per worker
+(pyproject.toml's addopts). Most of a fresh machine's suite time is numba compiling
+kernels, one at a time in a process: with a cold kernel cache, 500 s in one process
+on 2 cores against 320 s on two workers (a warm cache: 250 s against 180 s).
+"""
 from __future__ import annotations
 
 import os
