@@ -30,6 +30,7 @@ its own and any layer below it.
 from __future__ import annotations
 
 import ast
+import gc
 import pathlib
 
 import graphflow
@@ -100,13 +101,27 @@ def imported_modules(module: str, path: pathlib.Path, node: ast.AST,
     return [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
 
 
+def parse(path: pathlib.Path) -> ast.Module:
+    """``path``'s syntax tree, parsed with the garbage collector paused. CPython 3.11
+    keeps one AST-builder depth counter per interpreter (cpython#106905): a finalizer
+    the collector runs inside ``ast.parse`` lets another thread parse meanwhile (the
+    session's Dask scheduler formatting a logged traceback, which 3.11 parses for its
+    carets), and this parse then fails with "AST constructor recursion depth mismatch"."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def import_edges() -> list[tuple[str, int, str]]:
     """(importer, line, imported) for every import of a graphflow module."""
     known = graphflow_modules()
     edges = []
     for module, path in known.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node in ast.walk(tree):
+        for node in ast.walk(parse(path)):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 for target in imported_modules(module, path, node, known):
                     edges.append((module, node.lineno, target))
@@ -171,7 +186,7 @@ def _runtime_modules():
 
 def test_the_plan_compiler_has_no_function_over_60_lines():
     long = [f"{path.name}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
-            for path in _runtime_modules() for node in ast.walk(ast.parse(path.read_text()))
+            for path in _runtime_modules() for node in ast.walk(parse(path))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             and node.end_lineno - node.lineno + 1 > 60]
     assert not long, long
@@ -179,7 +194,7 @@ def test_the_plan_compiler_has_no_function_over_60_lines():
 
 def test_the_plan_compiler_imports_no_private_name():
     private = [f"{path.name}: {node.module}.{alias.name}" for path in _runtime_modules()
-               for node in ast.walk(ast.parse(path.read_text()))
+               for node in ast.walk(parse(path))
                if isinstance(node, ast.ImportFrom)
                for alias in node.names if alias.name.startswith("_")]
     assert not private, private
