@@ -336,19 +336,22 @@ def size_incompatible(given: tuple, flip_a: bool, flip_b: bool, node: str):
 def matrix_product(ctx, a, b, flip_a: bool, flip_b: bool, conjugate: bool, node: str):
     """op(a) @ op(b) into a new buffer; TF's run-time error for mismatched sizes."""
     xp = ctx.xp
-    given = debug_string(a.shape), debug_string(b.shape)
+    given = a.shape, b.shape
     a, b = _oriented(xp, a, flip_a, conjugate), _oriented(xp, b, flip_b, conjugate)
     if a.shape[-1] != b.shape[-2] or (node == "MatMul" and (a.ndim, b.ndim) != (2, 2)):
-        raise size_incompatible(given, flip_a, flip_b, node)
+        raise size_incompatible(tuple(map(debug_string, given)), flip_a, flip_b, node)
     if a.dtype == np.float16:  # accumulate in float32, round once (TF's kernels)
         return xp.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
-    try:
-        shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
-    except ValueError:
-        raise InvalidArgumentError(f"In[0] and In[1] must have compatible batch dimensions: "
-                                   f"{debug_string(a.shape)} vs. {debug_string(b.shape)}") \
-            from None
-    if xp is np and np.prod(shape) >= MIN_OUT_ELEMENTS:
+    if a.ndim == b.ndim == 2:  # MatMul: no batch dims (a call's few microseconds count)
+        shape = (a.shape[0], b.shape[1])
+    else:
+        try:
+            shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+        except ValueError:
+            raise InvalidArgumentError(
+                f"In[0] and In[1] must have compatible batch dimensions: "
+                f"{debug_string(a.shape)} vs. {debug_string(b.shape)}") from None
+    if xp is np and math.prod(shape) >= MIN_OUT_ELEMENTS:
         return np.matmul(a, b, out=ctx.empty(shape, a.dtype))
     return xp.matmul(a, b)
 

@@ -38,7 +38,7 @@ from graphflow.registry import IntAttr, TypeAttr, op_def, register_op
 from graphflow.shapes import debug_string
 
 from .elementwise_table import COMPILED_DTYPES, type_aliases
-from .tiering import compiled_for
+from .tiering import Tiered
 from .intra_op import run_in_chunks
 from .codegen import load_numba, note_used
 from .partition_loops import first_bad_id, readonly
@@ -184,14 +184,16 @@ def _partitioned_select(ctx, data, selector, scalars):
         _check_ids(ctx, selector, int(first_bad_id(selector, 0, n, k)))
     compiled = ctx.cache.get("pass")
     if compiled is None:
-        compiled = ctx.cache.setdefault("pass", _compile_pass(ctx, kind))
-    fn, branch_of = compiled
+        fn, branch_of = _compile_pass(ctx, kind)
+        compiled = ctx.cache.setdefault("pass", (Tiered(fn), branch_of))
+    tiered_fn, branch_of = compiled
+    fn = tiered_fn.fn
     values = readonly(np.concatenate([np.asarray(s, x.dtype).reshape(1) for s in scalars])
                       if scalars else np.zeros(1, x.dtype))
     if selector is None:
         selector = x  # not read: the pass compares x itself
     out = ctx.empty(x.shape, ctx.attrs["Tout"].as_numpy_dtype)
-    if not compiled_for(fn, (x, selector, branch_of, values, out, 0, n)):
+    if not tiered_fn.ready(x, selector, branch_of, values, out, 0, n):
         # tiered compilation: numpy's whole-array chains (the same bits) until it is
         return _select_numpy(ctx, data, selectors, scalars)
     run_in_chunks(lambda start, stop: fn(x, selector, branch_of, values, out, start, stop),

@@ -36,7 +36,7 @@ import numpy as np
 from .intra_op import run_split
 from .jit import kernel
 from .scatter_loops import read_only, row_words  # read-only inputs; rows as words
-from .tiering import compiled_for
+from .tiering import Tiered
 
 U = np.uint64
 
@@ -137,6 +137,11 @@ def _column_good(column, lo, hi, bound):
 
 
 # -- calling them ---------------------------------------------------------------------------------
+#: the loops as the gather asks for them (compiled away from the call, ops/tiering.py)
+_WORD_ROWS, _WORD_COLUMN, _CHUNK_OFFSETS, _COLUMN_GOOD = (Tiered(f) for f in (
+    _gather_word_rows, _gather_word_column, _chunk_offsets, _column_good))
+
+
 def splits(rows: int, nbytes: int) -> bool:
     """Whether a gather of ``rows`` rows, ``nbytes`` of output, is worth more than one
     thread (a kernel may decide it once, from static shapes)."""
@@ -176,20 +181,19 @@ def gather(out2d: np.ndarray, source2d: np.ndarray, tuples: np.ndarray, dims,
         source_words = read_only(row_words(source2d))
         if tuples.shape[1] == 1:
             column, bound = tuples.reshape(-1), int(dims[0])
-            if not compiled_for(_gather_word_column,
-                                (out_words, source_words, column, bound, 0, n)):
+            if not _WORD_COLUMN.ready(out_words, source_words, column, bound, 0, n):
                 return False
             results = run_split(lambda lo, hi: _gather_word_column(
                 out_words, source_words, column, bound, lo, hi), n, parts, chunks)
         else:
-            if not compiled_for(_gather_word_rows, (out_words, source_words, tuples, dims, 0, n)):
+            if not _WORD_ROWS.ready(out_words, source_words, tuples, dims, 0, n):
                 return False
             results = run_split(lambda lo, hi: _gather_word_rows(
                 out_words, source_words, tuples, dims, lo, hi), n, parts, chunks)
         return all(results) or ignore  # (every row is written either way)
     if tuples.shape[1] == 1 and not ignore:
         column, bound = tuples.reshape(-1), int(dims[0])
-        if not compiled_for(_column_good, (column, 0, n, bound)):
+        if not _COLUMN_GOOD.ready(column, 0, n, bound):
             return False
 
         def take_column(lo: int, hi: int) -> bool:
@@ -200,7 +204,7 @@ def gather(out2d: np.ndarray, source2d: np.ndarray, tuples: np.ndarray, dims,
             return True
         return all(run_split(take_column, n, parts, chunks))
 
-    if not compiled_for(_chunk_offsets, (tuples, dims, 0, n, np.empty(1, np.int64))):
+    if not _CHUNK_OFFSETS.ready(tuples, dims, 0, n, np.empty(1, np.int64)):
         return False
 
     def take_tuples(lo: int, hi: int) -> bool:

@@ -33,7 +33,7 @@ import numpy as np
 from .intra_op import MIN_PARALLEL_ELEMENTS, run_each, run_in_chunks
 from .jit import kernel
 from .scatter_loops import last_positions
-from .tiering import compiled_for
+from .tiering import Tiered
 
 #: Ids checked per block by :func:`first_bad_id`: a block is checked with a loop the
 #: compiler vectorises, and only a block holding a bad id is searched one by one.
@@ -149,10 +149,15 @@ def stitch_rows(merged, indices, rows):
 # -- calling them --------------------------------------------------------------------------
 # Until a loop is compiled for its arguments' types (tiered compilation, ops/tiering.py:
 # away from the call), numpy does its work: a graph run once never waits for numba,
-# not even to load a cached loop (its first load costs ~0.4 s of numba's start).
+# not even to load a cached loop (its first load costs ~0.4 s of numba's start). Each
+# loop is asked through one Tiered, which remembers the types found ready (numba.typeof
+# of every argument on every call cost an MoE step 0.7 ms).
+_FIRST_BAD, _BOUNDS, _COUNT, _STITCH = (Tiered(f) for f in (
+    first_bad_id, index_bounds, count_partitions, stitch_rows))
+_PLACE = {2: Tiered(place_two_partitions), None: Tiered(place_partitions)}
 def find_bad_id(ids: np.ndarray, k: int) -> int:
     """The first position of the flat int32 ``ids`` outside [0, k), else -1."""
-    if compiled_for(first_bad_id, (ids, 0, ids.size, k)):
+    if _FIRST_BAD.ready(ids, 0, ids.size, k):
         return int(first_bad_id(ids, 0, ids.size, k))
     bad = np.flatnonzero(ids.view(np.uint32) >= k)
     return int(bad[0]) if bad.size else -1
@@ -160,7 +165,7 @@ def find_bad_id(ids: np.ndarray, k: int) -> int:
 
 def bounds_of(indices: np.ndarray) -> tuple[int, int]:
     """(smallest, largest) of a non-empty flat int32 array."""
-    if compiled_for(index_bounds, (indices,)):
+    if _BOUNDS.ready(indices):
         low, high = index_bounds(indices)
         return int(low), int(high)
     return int(indices.min()), int(indices.max())
@@ -202,8 +207,7 @@ def partition(rows: np.ndarray, ids: np.ndarray, k: int,
     n = ids.size
     work = rows.size + n
     ids = readonly(ids)
-    if rows.dtype == object or not compiled_for(count_partitions,
-                                                (ids, 0, n, np.zeros(k, np.int64))):
+    if rows.dtype == object or not _COUNT.ready(ids, 0, n, np.zeros(k, np.int64)):
         return _sorted_partition(rows, ids, k, empty)
     chunks: dict[int, tuple[int, np.ndarray]] = {}
 
@@ -225,8 +229,9 @@ def partition(rows: np.ndarray, ids: np.ndarray, k: int,
         # range r places its rows of partition p after the rows of earlier partitions
         # and after the rows of p that earlier ranges hold
         cursors = (np.cumsum(sizes) - sizes) + (np.cumsum(table, axis=0) - table)
-        place = place_two_partitions if k == 2 else place_partitions
-        if compiled_for(place, (source, ids, 0, n, cursors[0], target)):
+        tiered_place = _PLACE[2 if k == 2 else None]
+        place = tiered_place.fn
+        if tiered_place.ready(source, ids, 0, n, cursors[0], target):
             run_each([lambda a=a, b=b, c=c: place(source, ids, a, b, c, target)
                       for (a, (b, _)), c in zip(ranges, cursors)], work)
         else:
@@ -256,7 +261,7 @@ def stitch(indices: Sequence[np.ndarray], data: Sequence[np.ndarray],
     for idx, d in zip(indices, data):
         if idx.size:
             idx, rows = readonly(idx), readonly(as_words(d, idx.size, row_bytes, width))
-            if compiled_for(stitch_rows, (target, idx, rows)):
+            if _STITCH.ready(target, idx, rows):
                 stitch_rows(target, idx, rows)
             else:  # the last of duplicate indices wins
                 last = last_positions(idx)

@@ -30,7 +30,7 @@ import numpy as np
 
 from .intra_op import run_in_chunks
 from .jit import jittable, kernel
-from .tiering import Tiered, compiled_for
+from .tiering import Tiered
 
 
 # -- the loops -------------------------------------------------------------------------------
@@ -68,6 +68,10 @@ def _add_rows(out, offsets, rows, subtract):
                 out[o, j] += rows[i, j]
             if width == 1:
                 break
+
+
+#: the row loops as :func:`scatter` asks for them (compiled away from the call)
+_ASSIGN, _ADD = Tiered(_assign_rows), Tiered(_add_rows)
 
 
 @kernel
@@ -222,14 +226,14 @@ def scatter(out2d: np.ndarray, offsets: np.ndarray, rows: np.ndarray, op: str) -
     rows = np.ascontiguousarray(rows)
     if op == "update":
         args = (row_words(out2d), offsets, read_only(row_words(rows)))
-        if compiled_for(_assign_rows, args):
+        if _ASSIGN.ready(*args):
             _assign_rows(*args)
         else:  # until compiled (a graph run once never waits for numba): the last one wins
             last = last_positions(offsets)
             args[0][offsets[last]] = args[2][last]
     elif op in ("add", "sub"):
         args = (out2d, offsets, read_only(rows), op == "sub")
-        if compiled_for(_add_rows, args) or out2d.dtype == np.bool_:
+        if _ADD.ready(*args) or out2d.dtype == np.bool_:
             _add_rows(*args)
         else:  # ufunc.at adds in index order, one element at a time: the loop's bits
             (np.subtract if op == "sub" else np.add).at(out2d, offsets, rows)

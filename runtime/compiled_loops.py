@@ -42,7 +42,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..ops.codegen import GeneratedCode, called_code, numba_code
-from ..ops.tiering import COMPILE_AFTER_CALLS, compiled_for
+from ..ops.tiering import COMPILE_AFTER_CALLS, compiled_for, types_key
 from .lowered_source import NotLowerable, SourceWriter
 from .segments import enabled as segments_enabled
 from .segments import load_segment_source, lowering_of
@@ -110,6 +110,7 @@ class CompiledLoop:
         self.users: dict = {}  # global name -> the nodes whose lines call it
         self.fn = None
         self.asked = 0
+        self.ready_keys: set = set()  # argument types (tiering.types_key) fn is compiled for
         self.runs = 0      # calls it ran compiled
         self.broken = False
 
@@ -159,8 +160,12 @@ class CompiledLoop:
             except Exception as e:  # noqa: BLE001
                 return self._give_up(e)
         limit = np.int64(CHUNK_ITERATIONS)
-        if not compiled_for(self.fn, (limit, *args, *self.pools), asked_before=self.asked - 1):
-            return None
+        key = types_key((limit, *args, *self.pools))  # numba.typeof of each costs more
+        if key not in self.ready_keys:
+            if not compiled_for(self.fn, (limit, *args, *self.pools),
+                                asked_before=self.asked - 1):
+                return None
+            self.ready_keys.add(key)
         while True:
             try:
                 ok, done, _, *args = self.fn(limit, *args, *self.pools)
