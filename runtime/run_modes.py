@@ -9,7 +9,13 @@ on the machine and the graph: on 2 cores a top-2 MoE step took 36 ms in parallel
 its first :data:`WARMUP_CALLS` calls run in parallel (as before), then calls alternate
 between the modes, each timed once the serial function's segments are compiled (an
 untimed call compiles them), until each mode has :data:`SAMPLES` times; the faster
-median wins for good. Both modes run the same kernels: the results are the same bits.
+median wins. The choice is checked again, as the machine can change under it (a core
+taken by a neighbour while the samples ran made a 2-core MoE step choose parallel: 29 ms
+a step where serial takes 17): every call of the chosen mode is timed (two clock reads),
+and one call in :data:`RECHECK_CALLS` runs the other; when that one is faster, more
+follow at once, and the other mode takes over once its median of :data:`SAMPLES` is
+below the chosen one's by :data:`SWITCH_MARGIN`. Both modes run the same kernels: the
+results are the same bits.
 
 ``GRAPHFLOW_RUN_MODE=parallel`` (or ``serial``) fixes the mode instead.
 """
@@ -29,6 +35,16 @@ SAMPLES = 5
 #: on what it has measured.
 MAX_MEASURED_CALLS = 64
 
+#: After the choice, one call in this many runs the other mode, timed.
+RECHECK_CALLS = 200
+
+#: The other mode takes over when its median time is below this fraction of the chosen's.
+SWITCH_MARGIN = 0.9
+
+
+def _other(mode: str) -> str:
+    return "parallel" if mode == "serial" else "serial"
+
 
 def forced_mode() -> str | None:
     mode = os.environ.get("GRAPHFLOW_RUN_MODE", "")
@@ -38,19 +54,29 @@ def forced_mode() -> str | None:
 class RunModes:
     """The measurement of one plan's two modes, and the choice once made. Thread-safe."""
 
-    __slots__ = ("choice", "_calls", "_times", "_lock")
+    __slots__ = ("choice", "_forced", "_calls", "_times", "_recent", "_until_check", "_lock")
 
     def __init__(self):
-        self.choice: str | None = forced_mode()
+        self._forced = forced_mode()
+        self.choice: str | None = self._forced
         self._calls = 0
         self._times: dict[str, list[float]] = {"serial": [], "parallel": []}
+        # after the choice: each mode's latest times, and the calls until the next check
+        self._recent: dict[str, list[float]] = {"serial": [], "parallel": []}
+        self._until_check = RECHECK_CALLS
         self._lock = threading.Lock()
 
     def next_call(self, serial_ready: bool) -> tuple[str, bool]:
         """The mode of the next call, and whether to time it."""
         choice = self.choice
         if choice is not None:
-            return choice, False
+            if self._forced is not None:
+                return choice, False
+            self._until_check -= 1  # a lost decrement between threads only delays a check
+            if self._until_check <= 0 and (choice == "parallel" or serial_ready):
+                self._until_check = RECHECK_CALLS
+                return _other(choice), True
+            return choice, True
         with self._lock:
             self._calls += 1
             if self._calls <= WARMUP_CALLS:
@@ -63,8 +89,11 @@ class RunModes:
 
     def record(self, mode: str, seconds: float) -> None:
         with self._lock:
+            if self.choice is not None:
+                self._reconsider(mode, seconds)
+                return
             times = self._times[mode]
-            if self.choice is None and len(times) < SAMPLES:
+            if len(times) < SAMPLES:
                 times.append(seconds)
                 if all(len(t) >= SAMPLES for t in self._times.values()):
                     self._decide()
@@ -72,6 +101,24 @@ class RunModes:
     def _decide(self) -> None:
         measured = {m: statistics.median(t) for m, t in self._times.items() if t}
         self.choice = min(measured, key=measured.get) if len(measured) == 2 else "parallel"
+        self._recent = {m: list(t[-SAMPLES:]) for m, t in self._times.items()}
+
+    def _reconsider(self, mode: str, seconds: float) -> None:
+        """A timed call after the choice: the other mode takes over once its recent
+        median beats the chosen one's by the margin; a fast check asks for another."""
+        recent = self._recent[mode]
+        recent.append(seconds)
+        del recent[:-SAMPLES]
+        if mode == self.choice:
+            return
+        chosen = self._recent[self.choice]
+        if not chosen or seconds >= SWITCH_MARGIN * statistics.median(chosen):
+            return
+        if len(recent) >= SAMPLES and statistics.median(recent) < \
+                SWITCH_MARGIN * statistics.median(chosen):
+            self.choice, self._until_check = mode, RECHECK_CALLS
+        else:
+            self._until_check = 1  # promising: check again at the next call
 
     @property
     def measured(self) -> dict[str, list[float]]:

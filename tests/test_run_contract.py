@@ -399,6 +399,38 @@ def _two_heavy_branches(s):
     return [s.mul(s.add(x, 1.0), 2.0), s.sub(s.mul(x, x), 0.5)], x
 
 
+def _drive(modes, seconds_of, calls: int) -> list[str]:
+    """The modes of ``calls`` calls of a RunModes whose calls take ``seconds_of(mode)``."""
+    ran = []
+    for _ in range(calls):
+        mode, timed = modes.next_call(serial_ready=True)
+        ran.append(mode)
+        if timed:
+            modes.record(mode, seconds_of(mode))
+    return ran
+
+
+def test_a_wrong_mode_choice_is_undone_once_the_other_mode_is_faster(monkeypatch):
+    """A choice made on a disturbed measurement (serial looked slower) is checked again:
+    one call in RECHECK_CALLS runs the other mode, and once its median beats the
+    chosen one's by the margin, it takes over; a mode that stays slower never does."""
+    from graphflow.runtime import run_modes
+    monkeypatch.delenv("GRAPHFLOW_RUN_MODE", raising=False)
+    modes = run_modes.RunModes()
+    disturbed = {"serial": 0.030, "parallel": 0.025}
+    _drive(modes, disturbed.get, run_modes.WARMUP_CALLS + 2 * run_modes.SAMPLES)
+    assert modes.choice == "parallel"
+    steady = {"serial": 0.017, "parallel": 0.025}
+    ran = _drive(modes, steady.get, 3 * run_modes.RECHECK_CALLS)
+    assert modes.choice == "serial"
+    after = ran[ran.index("serial") + run_modes.SAMPLES:]  # the checks that switched it
+    # then parallel runs only as the rare check
+    assert after.count("parallel") <= len(after) // run_modes.RECHECK_CALLS + 1
+    # the slower mode never takes over again, however often it is checked
+    _drive(modes, steady.get, 5 * run_modes.RECHECK_CALLS)
+    assert modes.choice == "serial"
+
+
 @pytest.mark.parametrize("forced", ["", "serial", "parallel"])
 def test_a_parallel_plan_measures_its_modes_and_keeps_the_bits(monkeypatch, forced):
     """A plan that could run in parallel times both modes after its warm-up calls and
