@@ -8,8 +8,8 @@ on the machine and the graph: on 2 cores a top-2 MoE step took 36 ms in parallel
 22 ms serially, while big independent kernels gain from the pool. So a plan measures:
 its first :data:`WARMUP_CALLS` calls run in parallel (as before), then calls alternate
 between the modes, each timed once the serial function's segments are compiled (an
-untimed call compiles them), until each mode has :data:`SAMPLES` times; the faster
-median wins. The choice is checked again, as the machine can change under it (a core
+untimed call compiles them) and no kernel compiles or loads in the background, until
+each mode has :data:`SAMPLES` times; the faster median wins. The choice is checked again, as the machine can change under it (a core
 taken by a neighbour while the samples ran made a 2-core MoE step choose parallel: 29 ms
 a step where serial takes 17): every call of the chosen mode is timed (two clock reads),
 and one call in :data:`RECHECK_CALLS` runs the other; when that one is faster, more
@@ -24,6 +24,8 @@ from __future__ import annotations
 import os
 import statistics
 import threading
+
+from ..ops.tiering import compiles_pending
 
 #: Calls that run in parallel before any is measured (first compiles, first touches).
 WARMUP_CALLS = 2
@@ -85,7 +87,8 @@ class RunModes:
                 self._decide()
                 return self.choice, False
             mode = "serial" if self._calls % 2 else "parallel"
-            return mode, mode == "parallel" or serial_ready
+            # a call beside a background compile (a core and the GIL shared) is not timed
+            return mode, (mode == "parallel" or serial_ready) and not compiles_pending()
 
     def record(self, mode: str, seconds: float) -> None:
         with self._lock:
