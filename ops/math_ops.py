@@ -93,38 +93,45 @@ def _binary(name: str, fn, types, doc: str, out: str = "T", aliases=(), gpu_fn=N
         rows = _row_broadcast(name, a, b, spec, _fn)
         if rows is not None:
             return rows
-        if a != b or math.prod(a) < MIN_OUT_ELEMENTS:
+        if math.prod(out) < MIN_OUT_ELEMENTS:
             return lambda ctx, x, y: _fn(x, y)
-        dtype = out_dtype or spec.dtype(0)
-        return lambda ctx, x, y: _fn(x, y, out=ctx.empty(a, dtype))
+        dtype = out_dtype or spec.dtype(0)  # broadcasting too: a pooled buffer, no fresh pages
+        return lambda ctx, x, y: _fn(x, y, out=ctx.empty(out, dtype))
     return op
 
 
 # -- a row of values times its own scalar -----------------------------------------------
 def _row_broadcast(name: str, a: tuple, b: tuple, spec, ufunc):
     """The lean kernel of ``x (op) y`` where y holds one value per row of x (``[n, k]``
-    with ``[n, 1]``: edge weights, per-token gates): one compiled loop, a third of the
-    time numpy's broadcasting takes for a stride-0 inner operand, the same bits (one
-    IEEE operation per element). None where the shapes or dtypes are other."""
+    with ``[n, 1]``: edge weights, per-token gates), or of ``y (op) x`` (a gradient's
+    column first): one compiled loop, a third of the time numpy's broadcasting takes for
+    a stride-0 inner operand, the same bits (one IEEE operation per element, in the
+    graph's order). None where the shapes or dtypes are other."""
     dtype = spec.dtype(0)
+    column_first = len(a) == len(b) and a[-1:] == (1,)
+    rows_shape, column_shape = (b, a) if column_first else (a, b)
     if name not in ("Mul", "Add", "Sub", "RealDiv") \
             or dtype not in (np.float32, np.float64) or spec.dtype(1) != dtype \
-            or len(a) < 2 or len(b) != len(a) or b[-1] != 1 or a[-1] == 1 \
-            or tuple(a[:-1]) != tuple(b[:-1]) or math.prod(a) < MIN_OUT_ELEMENTS:
+            or len(rows_shape) < 2 or len(column_shape) != len(rows_shape) \
+            or column_shape[-1] != 1 or rows_shape[-1] == 1 \
+            or tuple(rows_shape[:-1]) != tuple(column_shape[:-1]) \
+            or math.prod(rows_shape) < MIN_OUT_ELEMENTS:
         return None
-    from .row_loops import LOOPS
-    loop = LOOPS[name]
-    rows, width = math.prod(a[:-1]), a[-1]
-    new = spec.allocator(a, dtype)
+    from .row_loops import COLUMN_FIRST_LOOPS, LOOPS
+    loop = (COLUMN_FIRST_LOOPS if column_first else LOOPS)[name]
+    rows, width = math.prod(rows_shape[:-1]), rows_shape[-1]
+    new = spec.allocator(rows_shape, dtype)
 
     compiled = Tiered(loop)  # compiled away from the call (ops/tiering.py)
 
     def lean(ctx, x, y):
         out = new()
+        if column_first:
+            x, y = y, x
         args = (np.ascontiguousarray(x).reshape(rows, width),
                 np.ascontiguousarray(y).reshape(rows), out.reshape(rows, width))
-        if not compiled.ready(*args):
-            return ufunc(x, y, out=out)  # numpy's broadcasting: the same bits, slower
+        if not compiled.ready(*args):  # numpy's broadcasting: the same bits, slower
+            return ufunc(y, x, out=out) if column_first else ufunc(x, y, out=out)
         loop(*args)
         return out
     return lean

@@ -333,3 +333,46 @@ def test_top_k_lean_order_is_tfs_by_hypothesis(x, k):
     want_values, want_indices = _top_k_reference(x, k)
     assert got[0].tobytes() == want_values.tobytes()
     np.testing.assert_array_equal(got[1], want_indices)
+
+
+def _with_specials(values: np.ndarray, payload: int) -> np.ndarray:
+    """``values`` with NaNs (of ``payload``), infinities and signed zeros mixed in."""
+    flat = values.reshape(-1).copy()
+    bits = flat.view(np.uint32 if flat.dtype == np.float32 else np.uint64)
+    bits[::7] = np.array([np.nan], flat.dtype).view(bits.dtype)[0] | payload
+    flat[5::13], flat[6::17], flat[2::19], flat[4::23] = np.inf, -np.inf, 0.0, -0.0
+    return flat.reshape(values.shape)
+
+
+@pytest.mark.parametrize("column_first", [False, True], ids=["rows_op_column", "column_op_rows"])
+@pytest.mark.parametrize("op", ["mul", "add", "sub", "real_div"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_column_per_row_gives_numpys_bits_in_either_operand_order(dtype, op, column_first):
+    """``x (op) c`` and ``c (op) x`` with c one value per row of x ([n, k] and [n, 1]): the
+    compiled row loops (ops/row_loops.py) give numpy's broadcasting bits, NaN payloads
+    (one per operand: two NaNs' product may carry either), infinities and signed zeros
+    included, on every call."""
+    from graphflow.ops.math_ops import MIN_OUT_ELEMENTS
+    rng = np.random.default_rng(5)
+    n, k = 2 * MIN_OUT_ELEMENTS // 64 + 3, 64
+    rows = _with_specials(rng.normal(size=(n, k)).astype(dtype), payload=1)
+    column = _with_specials(rng.normal(size=(n, 1)).astype(dtype), payload=1)
+    words = column.view(f"u{np.dtype(dtype).itemsize}")
+    words[1::6] = np.array([np.nan], dtype).view(words.dtype)[0] | 2  # another payload
+    rows[1::6] = np.where(np.isnan(rows[1::6]), 1.5, rows[1::6])  # ... never with a NaN
+    a, b = (column, rows) if column_first else (rows, column)
+    s = gf.Scope(gf.Graph())
+    x = s.placeholder(gf.as_dtype(dtype), shape=a.shape)
+    y = s.placeholder(gf.as_dtype(dtype), shape=b.shape)
+    out = getattr(s, op)(x, y)
+    want = {"mul": np.multiply, "add": np.add, "sub": np.subtract,
+            "real_div": np.divide}[op](a, b)
+    with gf.Session(s.graph) as sess, np.errstate(all="ignore"):
+        f = sess.make_callable(out, [x, y])
+        for _ in range(3):
+            got = f(a, b)
+            assert got.shape == want.shape and got.tobytes() == want.tobytes()
+    from graphflow.ops import row_loops
+    loops = row_loops.COLUMN_FIRST_LOOPS if column_first else row_loops.LOOPS
+    op_type = {"mul": "Mul", "add": "Add", "sub": "Sub", "real_div": "RealDiv"}[op]
+    assert loops[op_type].signatures, "the row loop did not run"
