@@ -36,6 +36,7 @@ _compiler = None  # one background thread: numba compiles one kernel at a time a
 _compiling: dict = {}  # (dispatcher, signature) -> Future
 _compiling_lock = threading.Lock()
 _asked: dict = {}  # (dispatcher, signature) -> calls that found it not compiled yet
+_signatures: dict = {}  # (dispatcher, types_key of arguments) -> numba's signature of them
 #: A kernel compiles from the call that asks for it this many times: a region that is
 #: run once (a first call, a graph evaluated once) runs its nodes, and numba never
 #: competes with it for the GIL.
@@ -50,7 +51,10 @@ def compiled_for(fn, args: tuple, asked_before: int = 0) -> bool:
     here, now."""
     if not tiered():
         return True  # the call compiles it
-    signature = tuple(numba.typeof(a) for a in args)
+    typed = (fn, types_key(args))
+    signature = _signatures.get(typed)
+    if signature is None:  # numba.typeof costs ~10 us an array: once per kind of arguments
+        signature = _signatures[typed] = tuple(numba.typeof(a) for a in args)
     if signature in fn.overloads:
         return True
     global _compiler
@@ -141,7 +145,8 @@ _TYPE_FLAGS = 0x1 | 0x2 | 0x100 | 0x400
 
 def types_key(args) -> tuple:
     """What numba's types of ``args`` depend on, cheaper than ``numba.typeof``: an
-    array's dtype, rank, layout, alignment and writeability; another value's type."""
+    array's dtype, rank, layout, alignment and writeability; a tuple's length and its
+    items' keys; another value's type."""
     ndarray = np.ndarray
-    return tuple((a.dtype, a.ndim, a.flags.num & _TYPE_FLAGS) if type(a) is ndarray else type(a)
-                 for a in args)
+    return tuple((a.dtype, a.ndim, a.flags.num & _TYPE_FLAGS) if type(a) is ndarray
+                 else (tuple, types_key(a)) if type(a) is tuple else type(a) for a in args)
