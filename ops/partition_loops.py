@@ -155,6 +155,8 @@ def stitch_rows(merged, indices, rows):
 _FIRST_BAD, _BOUNDS, _COUNT, _STITCH = (Tiered(f) for f in (
     first_bad_id, index_bounds, count_partitions, stitch_rows))
 _PLACE = {2: Tiered(place_two_partitions), None: Tiered(place_partitions)}
+
+
 def find_bad_id(ids: np.ndarray, k: int) -> int:
     """The first position of the flat int32 ``ids`` outside [0, k), else -1."""
     if _FIRST_BAD.ready(ids, 0, ids.size, k):

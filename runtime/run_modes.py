@@ -9,13 +9,14 @@ on the machine and the graph: on 2 cores a top-2 MoE step took 36 ms in parallel
 its first :data:`WARMUP_CALLS` calls run in parallel (as before), then calls alternate
 between the modes, each timed once the serial function's segments are compiled (an
 untimed call compiles them) and no kernel compiles or loads in the background, until
-each mode has :data:`SAMPLES` times; the faster median wins. The choice is checked again, as the machine can change under it (a core
-taken by a neighbour while the samples ran made a 2-core MoE step choose parallel: 29 ms
-a step where serial takes 17): every call of the chosen mode is timed (two clock reads),
-and one call in :data:`RECHECK_CALLS` runs the other; when that one is faster, more
-follow at once, and the other mode takes over once its median of :data:`SAMPLES` is
-below the chosen one's by :data:`SWITCH_MARGIN`. Both modes run the same kernels: the
-results are the same bits.
+each mode has :data:`SAMPLES` times; the faster median wins. The choice is checked
+again, as the machine can change under it (a core taken by a neighbour while the
+samples ran made a 2-core MoE step choose parallel: 29 ms a step where serial takes
+17): every call of the chosen mode is timed (two clock reads), and one call in
+:data:`RECHECK_CALLS` runs the other; when that one is faster, more follow at once, and
+the other mode takes over once its median of :data:`SAMPLES` is below the chosen one's
+by :data:`SWITCH_MARGIN`. Both modes run the same kernels: the results are the same
+bits.
 
 ``GRAPHFLOW_RUN_MODE=parallel`` (or ``serial``) fixes the mode instead.
 """
