@@ -128,11 +128,11 @@ class Tiered:
         self.fn = fn
         self._ready: set = set()
 
-    def ready(self, *args) -> bool:
+    def ready(self, *args, asked_before: int = 0) -> bool:
         key = types_key(args)
         if key in self._ready:
             return True
-        if compiled_for(self.fn, args):
+        if compiled_for(self.fn, args, asked_before):
             self._ready.add(key)
             return True
         return False

@@ -42,7 +42,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..ops.codegen import GeneratedCode, called_code, numba_code
-from ..ops.tiering import COMPILE_AFTER_CALLS, compiled_for, types_key
+from ..ops.tiering import COMPILE_AFTER_CALLS, Tiered
 from .lowered_source import NotLowerable, SourceWriter
 from .segments import enabled as segments_enabled
 from .segments import load_segment_source, lowering_of
@@ -110,7 +110,7 @@ class CompiledLoop:
         self.users: dict = {}  # global name -> the nodes whose lines call it
         self.fn = None
         self.asked = 0
-        self.ready_keys: set = set()  # argument types (tiering.types_key) fn is compiled for
+        self.tiered: Tiered | None = None  # fn, and the argument types it is compiled for
         self.runs = 0      # calls it ran compiled
         self.broken = False
 
@@ -159,13 +159,10 @@ class CompiledLoop:
                                               "compiled loop (numba)")
             except Exception as e:  # noqa: BLE001
                 return self._give_up(e)
+            self.tiered = Tiered(self.fn)
         limit = np.int64(CHUNK_ITERATIONS)
-        key = types_key((limit, *args, *self.pools))  # numba.typeof of each costs more
-        if key not in self.ready_keys:
-            if not compiled_for(self.fn, (limit, *args, *self.pools),
-                                asked_before=self.asked - 1):
-                return None
-            self.ready_keys.add(key)
+        if not self.tiered.ready(limit, *args, *self.pools, asked_before=self.asked - 1):
+            return None
         while True:
             try:
                 ok, done, _, *args = self.fn(limit, *args, *self.pools)
@@ -178,7 +175,7 @@ class CompiledLoop:
                 return args
 
     def _give_up(self, err: Exception) -> None:
-        self.broken, self.fn = True, None
+        self.broken, self.fn, self.tiered = True, None, None
         log.warning("compiled loop of %s could not be compiled, it runs step by step: %s",
                     ", ".join(self.node_names), err)
         return None
