@@ -181,6 +181,10 @@ def _mark_last_writers(offsets, taken, winners):
             taken[o] = True
 
 
+_LAST_WRITERS = Tiered(_mark_last_writers)
+_FLAGS = np.zeros(0, np.bool_)  # the type of its flag arrays, for asking whether it is ready
+
+
 # -- calling them ------------------------------------------------------------------------------
 def read_only(a: np.ndarray) -> np.ndarray:
     """A read-only view: numba types read-only arrays apart from writeable ones, so inputs
@@ -280,9 +284,14 @@ def last_writers(offsets: np.ndarray, num_slices: int) -> np.ndarray:
     update), whether it is the last of its slot's writers in index order: the update
     whose value an in-order "update" scatter (:func:`scatter`) leaves there. A bool
     array of ``len(offsets)``."""
+    offsets = read_only(np.ascontiguousarray(offsets, dtype=np.int64))
+    if not _LAST_WRITERS.ready(offsets, _FLAGS, _FLAGS):  # numpy until the loop is compiled: a sort
+        valid = np.flatnonzero(offsets >= 0)
+        winners = np.zeros(len(offsets), np.bool_)
+        winners[valid[last_positions(offsets[valid])]] = True
+        return winners
     winners = np.empty(len(offsets), np.bool_)
-    _mark_last_writers(read_only(np.ascontiguousarray(offsets, dtype=np.int64)),
-                       np.zeros(num_slices, np.bool_), winners)
+    _mark_last_writers(offsets, np.zeros(num_slices, np.bool_), winners)
     return winners
 
 

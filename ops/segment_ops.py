@@ -118,7 +118,8 @@ def _fold_min(out, ids, rows):
 
 
 _FOLDS = {SUM: _fold_sum, PROD: _fold_prod, MAX: _fold_max, MIN: _fold_min}
-_UFUNCS = {SUM: np.add, PROD: np.multiply}
+_FOLD_LOOPS = {op: Tiered(fold) for op, fold in _FOLDS.items()}  # compiled away from the call
+_UFUNCS = {SUM: np.add, PROD: np.multiply, MAX: np.maximum, MIN: np.minimum}
 _OPCODES = {SUM: 0, PROD: 1, MAX: 2, MIN: 3}
 
 
@@ -148,15 +149,23 @@ def fold_rows(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, op: str) -> No
     ``ids`` in index order (negative ids skipped): the reference loop, compiled."""
     if rows.size == 0:
         return
-    if jittable(out.dtype):
+    if jittable(out.dtype) and (not _ufunc_folds_alike(op, out.dtype)
+                                or _FOLD_LOOPS[op].ready(out, ids, rows)):
         _FOLDS[op](out, ids, rows)
     elif op in (MAX, MIN) and out.dtype == np.float16:  # exact in float32: no arithmetic
         wide = out.astype(np.float32)
         _FOLDS[op](wide, ids, rows.astype(np.float32))
         out[...] = wide
-    else:  # float16 sums and products: numpy's sequential ufunc.at, rounding each step
+    else:  # numpy's sequential ufunc.at, rounding each step: float16, or until compiled
         keep = ids >= 0
         _UFUNCS[op].at(out, ids[keep], rows[keep])
+
+
+def _ufunc_folds_alike(op: str, dtype: np.dtype) -> bool:
+    """Whether numpy's ``ufunc.at`` folds as the loop does, bit for bit: sums and products
+    in index order; max and min of integers (of floats, Eigen's NaN and signed-zero
+    rules are not numpy's)."""
+    return op in (SUM, PROD) or dtype.kind in "iub"
 
 
 # -- identities ------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from .compile_worker import compile_elsewhere
+from .compile_worker import compile_elsewhere, in_disk_cache
 
 log = logging.getLogger("graphflow.jit")
 
@@ -51,10 +51,7 @@ def compiled_for(fn, args: tuple, asked_before: int = 0) -> bool:
     here, now."""
     if not tiered():
         return True  # the call compiles it
-    typed = (fn, types_key(args))
-    signature = _signatures.get(typed)
-    if signature is None:  # numba.typeof costs ~10 us an array: once per kind of arguments
-        signature = _signatures[typed] = tuple(numba.typeof(a) for a in args)
+    signature = _signature(fn, args)
     if signature in fn.overloads:
         return True
     global _compiler
@@ -71,6 +68,16 @@ def compiled_for(fn, args: tuple, asked_before: int = 0) -> bool:
     # done: compiled, or failed, when the caller's own call fails in its words (a fused
     # node then runs its nodes one by one, a segment its steps, from then on)
     return future.done()
+
+
+def _signature(fn, args: tuple) -> tuple:
+    """numba's types of ``args``; ``numba.typeof`` costs ~10 us an array: it runs once per
+    kind of arguments (:func:`types_key`)."""
+    typed = (fn, types_key(args))
+    signature = _signatures.get(typed)
+    if signature is None:
+        signature = _signatures[typed] = tuple(numba.typeof(a) for a in args)
+    return signature
 
 
 def _compile(fn, signature) -> bool:
@@ -136,6 +143,24 @@ class Tiered:
             self._ready.add(key)
             return True
         return False
+
+    def ready_or_cached(self, *args) -> bool:
+        """:meth:`ready`, or else loaded in the call when numba's disk cache holds the
+        kernel for the arguments' types (milliseconds, and numba's start once per
+        process), never compiled in it: for a loop whose other way costs far more than
+        a load (a fused pass whose members build the tensors it never makes)."""
+        if self.ready(*args):
+            return True
+        signature = _signature(self.fn, args)
+        if not in_disk_cache(self.fn, signature):
+            return False
+        try:
+            self.fn.compile(signature)
+        except Exception as e:  # noqa: BLE001 - the other way reports it, in its words
+            log.debug("loading %s from the disk cache failed: %s", self.fn, e)
+            return False
+        self._ready.add(types_key(args))
+        return True
 
 
 #: The flags numba's type of an array depends on: its layout, alignment and whether it

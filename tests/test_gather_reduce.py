@@ -277,3 +277,43 @@ def test_a_max_layer_trains_as_written(scope):
                 assert "_GatherReduce" not in _steps(sess, [loss, grad], [x])
                 assert "_GatherReduce" in _steps(sess, [loss], [x])
     _same_bits(results[0], results[1])
+
+
+class _NeverReady:
+    """A loop that is never compiled for any arguments (ops/tiering.Tiered's interface)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def ready(self, *args) -> bool:
+        return False
+
+    ready_or_cached = ready
+
+
+@pytest.mark.parametrize("never_ready", ["_FIRST_BAD", "_BUCKETS", "_SUM_ROWS"])
+def test_until_its_loops_compile_the_node_runs_its_members(scope, never_ready, monkeypatch):
+    """Tiered compilation: while one of the pass's loops is not compiled for a call's
+    arguments, the fused node runs the nodes it stands for (no numba in the call), with
+    their bits."""
+    from graphflow.ops import gather_reduce
+    rng = np.random.default_rng(4)
+    src = rng.integers(0, 30, 200).astype(np.int32)
+    dst = rng.integers(-1, 30, 200).astype(np.int64)
+    x = scope.placeholder(gf.float32, [None, 4])
+    y = _layer(scope, x, src, dst, 30, np.linspace(-1, 2, 200).astype(np.float32).reshape(200, 1))
+    feed = {x: rng.normal(size=(30, 4)).astype(np.float32)}
+    fused, plain, types = _both(scope.graph, [y], feed)
+    loop = getattr(gather_reduce, never_ready)
+    monkeypatch.setattr(gather_reduce, never_ready, _NeverReady(loop.fn))
+    calls = []
+    members = gather_reduce._members_one_by_one
+
+    def counted(ctx):
+        run = members(ctx)
+        return lambda *args: calls.append(1) or run(*args)
+    monkeypatch.setattr(gather_reduce, "_members_one_by_one", counted)
+    waiting, _, _ = _both(scope.graph, [y], feed)
+    assert "_GatherReduce" in types and len(calls) == CALLS
+    _same_bits(waiting, plain)
+    _same_bits(fused, plain)

@@ -4,6 +4,7 @@ Eigen's NaN and signed-zero rules for min/max, the last write wins, numpy's fall
 float16 and strings, the split over the intra-op pool, and nothing written on a bad index."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import graphflow as gf
 from graphflow.errors import InvalidArgumentError
@@ -314,3 +315,21 @@ def test_the_numpy_path_before_the_loop_compiles_gives_the_loops_bits(op, dtype,
     by_numpy = start.copy()
     scatter_loops.scatter(by_numpy, offsets, rows, op)
     assert by_numpy.tobytes() == compiled.tobytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(offsets=st.lists(st.integers(-1, 7), max_size=40))
+def test_the_last_writers_before_the_loop_compiles_are_the_loops(offsets):
+    """Until its loop is compiled, ``last_writers`` finds each slot's last writer with a
+    sort: the loop's answer, skipped (-1) updates never winning."""
+    from graphflow.ops import scatter_loops
+    offsets = np.array(offsets, np.int64)
+    compiled = scatter_loops.last_writers(offsets, 8)
+    loop = scatter_loops._LAST_WRITERS
+    try:
+        scatter_loops._LAST_WRITERS = _NeverReady(loop.fn)
+        by_numpy = scatter_loops.last_writers(offsets, 8)
+    finally:
+        scatter_loops._LAST_WRITERS = loop
+    expected = [o >= 0 and o not in offsets[k + 1:] for k, o in enumerate(offsets)]
+    assert by_numpy.tolist() == compiled.tolist() == expected

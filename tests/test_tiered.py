@@ -105,6 +105,23 @@ def test_a_lean_kernel_of_a_new_signature_is_compiled_away_from_the_call(tiered)
     np.testing.assert_array_equal(out, expected)
 
 
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_loop_that_should_not_wait_loads_from_the_disk_cache_never_compiles(tiered, cached,
+                                                                            monkeypatch):
+    """``Tiered.ready_or_cached`` (a fused pass whose members cost far more than a load):
+    a kernel numba's disk cache holds is loaded in the call; one it does not hold is
+    not compiled in the call (the caller runs the members while it compiles away)."""
+    from graphflow.ops import gather_reduce, tiering
+    fn = gather_reduce._bucket_by_segment  # not _first_bad: test_compile_worker reads its index
+    args = (np.array([3, 1], np.uint16), 4)  # a signature nothing else asks for
+    signature = tuple(numba.typeof(a) for a in args)
+    if signature in fn.overloads:
+        pytest.skip("compiled already in this process")
+    monkeypatch.setattr(tiering, "in_disk_cache", lambda f, sig: cached and sig == signature)
+    assert tiering.Tiered(fn).ready_or_cached(*args) is cached
+    assert (signature in fn.overloads) is cached
+
+
 def test_a_lean_kernel_asks_again_when_its_inputs_turn_read_only(tiered):
     """Once ready for writeable inputs, a lean kernel's loop given read-only ones (a
     later call's folded constant or segment output: another numba type) is not called
