@@ -450,6 +450,11 @@ class OpDef:
     #: its output is its first input wherever their static shapes are one (Reshape,
     #: BroadcastTo, Squeeze, ExpandDims): the plan's simplification (runtime/simplify.py)
     identity_when_same_shape: bool = False
+    #: its kernel raises only what its shape function raises once the shapes of its
+    #: inputs and outputs and the values of its inputs after the first are known
+    #: (Reshape, ExpandDims, Squeeze, BroadcastTo): a folded Shape of its output keeps
+    #: only its first input computed (runtime/folding.py)
+    fails_by_shape_only: bool = False
     #: a reduction whose output is its input over no axes (Sum, Prod, Max, Min)
     identity_over_no_axes: bool = False
     #: it reads the value of the variable its first input is the handle of (a dense or a

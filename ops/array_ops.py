@@ -749,6 +749,7 @@ for _name in ("Shape", "Size", "Rank", "ZerosLike", "OnesLike"):
 op_def("Const").hoistable = True
 for _name in ("Reshape", "Squeeze", "ExpandDims"):
     op_def(_name).identity_when_same_shape = True  # dropped by the plan's simplification
+    op_def(_name).fails_by_shape_only = True  # its shape function checks what it would
 
 
 # TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)

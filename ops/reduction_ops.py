@@ -460,6 +460,7 @@ BroadcastGradientArgs.not_differentiable()
 
 Sum.identity_over_no_axes = True  # dropped by the plan's simplification
 BroadcastTo.identity_when_same_shape = True
+BroadcastTo.fails_by_shape_only = True  # its shape function checks the broadcast
 
 
 # TensorFlow's op of the same name in a GraphDef, both ways (graphflow/interop/)

@@ -57,7 +57,7 @@ def fold_constants(ops: list[Operation], fed: Collection[Output], devices: Seque
             if args is None:
                 continue
             if roots is not None:
-                roots.extend(what_may_fail(inputs[0], fed))
+                roots.extend(what_may_fail(inputs[0], fed, values))
         elif not all(i in values for i in inputs):
             continue
         else:
@@ -71,12 +71,16 @@ def fold_constants(ops: list[Operation], fed: Collection[Output], devices: Seque
     return folded
 
 
-def what_may_fail(x: Output, fed: Collection[Output]) -> list[Output]:
+def what_may_fail(x: Output, fed: Collection[Output],
+                  constants: Collection[Output] = ()) -> list[Output]:
     """The values computing ``x`` involves that might raise or act, which a folded Shape
     of ``x`` must still have computed: ``x`` itself, unless its op is a floating-point
     element-wise op of static shapes (they broadcast, checked at build time; inf and
-    NaN come silently), whose inputs are then looked at in its place. So a product whose
-    shape was folded may still be fused away (runtime/product_sum.py)."""
+    NaN come silently), whose inputs are then looked at in its place, or an op whose
+    errors its shape function raised already (:func:`checked_by_shapes`: a gradient's
+    BroadcastTo), whose first input is; ``constants``: values known to be constants
+    (folded). So a product whose shape was folded may still be fused away
+    (runtime/product_sum.py)."""
     found: list[Output] = []
     pending, seen = [x], set()
     while pending:
@@ -85,13 +89,26 @@ def what_may_fail(x: Output, fed: Collection[Output]) -> list[Output]:
             continue
         seen.add(value)
         op = value.op
-        if op.op_def.elementwise is None or op.op_def.stateful or op.control_inputs \
+        if checked_by_shapes(op, constants):
+            pending.append(op.inputs[0])
+        elif op.op_def.elementwise is None or op.op_def.stateful or op.control_inputs \
                 or not all(i.dtype.is_floating and i.shape.is_fully_defined() for i in op.inputs) \
                 or not all(o.dtype.is_floating for o in op.outputs):
             found.append(value)
         else:
             pending.extend(op.inputs)
     return found
+
+
+def checked_by_shapes(op: Operation, constants: Collection[Output] = ()) -> bool:
+    """Whether ``op`` cannot fail at run time: its kernel fails only where its shape
+    function does (``fails_by_shape_only``), and that ran on everything it reads, its
+    inputs' and outputs' shapes all known and its inputs after the first constants
+    (Consts, or among ``constants``)."""
+    return op.op_def.fails_by_shape_only and not op.op_def.stateful and not op.control_inputs \
+        and all(i.shape.is_fully_defined() for i in op.inputs) \
+        and all(o.shape.is_fully_defined() for o in op.outputs) \
+        and all(i.op.type == "Const" or i in constants for i in op.inputs[1:])
 
 
 def _shape_stand_in(x: Output) -> list | None:

@@ -179,3 +179,34 @@ def test_a_folded_shape_keeps_what_may_fail():
             assert sess.run(shape_of_safe, {x: np.ones((4, 3), np.float32)}).tolist() == [4, 3]
         plan = sess._plan([shape_of_safe], [x])
         assert "Mul" not in [st.op.type for st in plan.steps if st.op is not None]
+
+
+def test_a_folded_shape_of_a_shape_checked_op_keeps_only_what_it_reads():
+    """A BroadcastTo, Reshape or ExpandDims of static shapes and constant operands fails
+    only where its shape function failed at build time: a folded Shape of it does not
+    compute it, but still computes (and raises) what it reads; a Reshape to a fed shape
+    can fail at run time, and runs."""
+    s = gf.Scope(gf.Graph())
+    params = s.placeholder(gf.float32, shape=[4, 3])
+    ids = s.placeholder(gf.int32, shape=[4, 1])
+    x = s.placeholder(gf.float32, shape=[4, 3])
+    wanted = s.placeholder(gf.int32, shape=[2])
+    ones = np.ones((4, 3), np.float32)
+    shaped = {"BroadcastTo": lambda v: s.broadcast_to(s.expand_dims(v, 0), [5, 4, 3]),
+              "Reshape": lambda v: s.reshape(v, [3, 4]),
+              "ExpandDims": lambda v: s.expand_dims(v, 1)}
+    with gf.Session(s.graph) as sess:
+        for kind, make in shaped.items():
+            failing = s.shape(make(s.gather_nd(params, ids)))
+            with pytest.raises(gf.errors.InvalidArgumentError, match="GatherNd"):
+                for _ in range(CALLS):
+                    sess.run(failing, {params: ones, ids: np.array([[0], [1], [9], [2]], np.int32)})
+            safe = s.shape(make(x))
+            for _ in range(CALLS):
+                got = sess.run(safe, {x: ones})
+            assert got.tolist() == list(make(x).shape.as_list())
+            plan = sess._plan([safe], [x])
+            assert kind not in [st.op.type for st in plan.steps if st.op is not None]
+        fed_shape = s.shape(s.reshape(x, wanted))
+        with pytest.raises(gf.errors.InvalidArgumentError, match="Reshape"):
+            sess.run(fed_shape, {x: ones, wanted: np.array([5, 5], np.int32)})
