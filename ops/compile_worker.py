@@ -198,10 +198,23 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
             else:
                 fn = load_module_function(where, function)
             fn.compile(signature)
+            _saved_again_if_dropped(fn, signature)
             reply = (True, "")
         except Exception as e:  # noqa: BLE001 - the caller compiles it and reports
             reply = (False, f"{type(e).__name__}: {e}")
         _send(replies, reply)
+
+
+def _saved_again_if_dropped(fn, signature: tuple) -> None:
+    """numba rewrites a kernel's whole cache index when it saves one signature: another
+    process saving the same kernel at once can drop this one's entry, and a kernel
+    compiled in this worker before is not saved again by ``compile``. Saves it again
+    then (numba's private API; nothing where that fails: the caller then compiles)."""
+    try:
+        if not in_disk_cache(fn, signature):
+            fn._cache.save_overload(signature, fn.overloads[tuple(signature)])
+    except Exception:  # noqa: BLE001 - another numba
+        pass
 
 
 def main() -> None:

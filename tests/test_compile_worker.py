@@ -77,3 +77,25 @@ def test_graphflow_kernels_compile_in_the_worker_others_in_process():
         if compile_worker.in_disk_cache(_first_bad, signature):
             break
     assert compile_worker.in_disk_cache(_first_bad, signature)
+
+
+def test_an_entry_another_process_dropped_is_saved_again():
+    """numba rewrites a kernel's whole cache index when it saves one signature, so
+    another process can drop an entry the worker saved; asked again, the worker (which
+    has the kernel in memory, and would not save it) saves it again."""
+    if not compile_worker.enabled():
+        pytest.skip("the compile worker is off (or the kernel cache is)")
+    from graphflow.ops.gather_reduce import _bucket_by_segment as fn
+    signature = (numba.typeof(np.array([1], np.int8)), numba.typeof(3))
+    compile_worker.compile_elsewhere(fn, signature)  # in the worker's memory, and saved
+    index_file = fn._cache._cache_file
+    key = fn._cache._index_key(signature, fn.targetctx.codegen())
+    for _ in range(3):  # the suite's other worker may drop it again meanwhile
+        entries = index_file._load_index()
+        entries.pop(key, None)  # what another process's save of the same kernel may leave
+        index_file._save_index(entries)
+        assert not compile_worker.in_disk_cache(fn, signature)
+        assert compile_worker.compile_elsewhere(fn, signature)
+        if compile_worker.in_disk_cache(fn, signature):
+            break
+    assert compile_worker.in_disk_cache(fn, signature)
