@@ -42,7 +42,6 @@ from graphflow.registry import IntAttr, TypeAttr, register_op
 from .fused_elementwise import member_kernel, node_error
 from .intra_op import run_in_chunks
 from .jit import jittable, kernel
-from .tiering import Tiered
 
 GatherReduce = register_op(
     "_GatherReduce",
@@ -187,67 +186,38 @@ def _combine_rows(out, params, gather_ids, scale, kind, combine, edge_first, rel
 
 
 # -- the kernel ------------------------------------------------------------------------------
-#: the loops as the kernel calls them: until one is compiled for a call's arguments
-#: (ops/tiering.py), the members run
-_FIRST_BAD, _BUCKETS, _SUM_ROWS, _COMBINE_ROWS = (
-    Tiered(_first_bad), Tiered(_bucket_by_segment), Tiered(_sum_rows), Tiered(_combine_rows))
-
-
-class _NotCompiled(Exception):
-    """A loop of the pass is not compiled for this call's arguments yet: the members run."""
-
-
-def _compiled_or_raise(loop: Tiered, *args) -> None:
-    """:class:`_NotCompiled` unless ``loop`` is compiled for the types of ``args`` (or
-    loads from numba's disk cache now: the members cost far more than a load)."""
-    if not loop.ready_or_cached(*args):
-        raise _NotCompiled
-
-
-def _compiled(loop: Tiered, *args):
-    """``loop(*args)``, once :func:`_compiled_or_raise` lets it run."""
-    _compiled_or_raise(loop, *args)
-    return loop.fn(*args)
-
-
 @GatherReduce.kernel("cpu")
 def _gather_reduce(ctx, params, gather_ids, scale, segment_ids, size):
     fallback = ctx.cache.get("members")
     if fallback is None:
         fallback = ctx.cache.setdefault("members", _members_one_by_one(ctx))
-    try:
-        covered = _covered(ctx, params, gather_ids, scale, segment_ids, size)
-        if covered is None:
-            return fallback(params, gather_ids, scale, segment_ids, size)
-        n, inner, rows, gathered, kind, weights, ids = covered
-        width = rows.shape[1]
-        starts, order = _buckets(ctx, ids, n)
-        out = ctx.empty((n, width), params.dtype)
-        loop, arguments = _rows_loop(ctx.attrs, kind, out.dtype)
-        _compiled_or_raise(loop, *arguments(out, rows, gathered, weights, starts, order, 0, n))
-    except _NotCompiled:
+    covered = _covered(ctx, params, gather_ids, scale, segment_ids, size)
+    if covered is None:
         return fallback(params, gather_ids, scale, segment_ids, size)
+    n, inner, rows, gathered, kind, weights, ids = covered
+    width = rows.shape[1]
+    starts, order = _buckets(ctx, ids, n)
+    out = ctx.empty((n, width), params.dtype)
+    run = _rows_loop(ctx.attrs, kind, out.dtype)
 
     def part(lo, hi):
-        loop.fn(*arguments(out, rows, gathered, weights, starts, order, lo, hi))
+        run(out, rows, gathered, weights, starts, order, lo, hi)
     run_in_chunks(part, n, 2 * len(order) * width)
     return out.reshape((n,) + inner)
 
 
-def _rows_loop(attrs, kind: int, dtype) -> tuple:
-    """``(loop, arguments)``, ``loop.fn(*arguments(out, params, gather_ids, weights,
-    starts, order, lo, hi))`` reducing rows [lo, hi): the plain sum of scaled rows where
-    the pattern is one (a GCN layer: its loop sums straight into the output), else the
-    general loop with the node's combine, activation and reduction."""
+def _rows_loop(attrs, kind: int, dtype):
+    """``run(out, params, gather_ids, weights, starts, order, lo, hi)``: the plain sum of
+    scaled rows where the pattern is one (a GCN layer: its loop sums straight into the
+    output), else the general loop with the node's combine, activation and reduction."""
     reduce, _ = REDUCES[attrs["reduce"]]
     combine = COMBINES.get(attrs["combine"], MUL)
     relu = attrs["activation"] == "Relu"
     if reduce == SUM and not relu and (kind == NONE or combine == MUL):
-        return _SUM_ROWS, lambda out, params, ids, weights, *rest: (
-            out, params, ids, weights, kind, *rest)
+        return lambda out, *args: _sum_rows(out, args[0], args[1], args[2], kind, *args[3:])
     identity = dtype.type(0) if reduce == SUM else reduce_identity(reduce, dtype)
     edge_first = attrs["scale_first"]
-    return _COMBINE_ROWS, lambda out, params, ids, weights, starts, order, lo, hi: (
+    return lambda out, params, ids, weights, starts, order, lo, hi: _combine_rows(
         out, params, ids, weights, kind, combine, edge_first, relu, reduce, identity,
         starts, order, lo, hi)
 
@@ -262,10 +232,10 @@ def _buckets(ctx, ids, n: int):
     """:func:`_bucket_by_segment` of the ids, made once per plan when they are a constant
     (the edges of a graph)."""
     if not ctx.attrs["constant_segments"]:
-        return _compiled(_BUCKETS, ids, n)
+        return _bucket_by_segment(ids, n)
     found = ctx.cache.get("buckets")
     if found is None or found[0] != n:
-        found = ctx.cache["buckets"] = (n, *_compiled(_BUCKETS, ids, n))
+        found = ctx.cache["buckets"] = (n, *_bucket_by_segment(ids, n))
     return found[1:]
 
 
@@ -273,11 +243,11 @@ def _checked(ctx, ids, bound: int, negatives_drop: bool, constant: str) -> bool:
     """Whether every id is in [0, bound) (or negative, where those drop); known once per
     plan and bound for constant ids."""
     if not ctx.attrs[constant]:
-        return _compiled(_FIRST_BAD, ids, bound, negatives_drop) < 0
+        return _first_bad(ids, bound, negatives_drop) < 0
     key = (constant, bound)
     ok = ctx.cache.get(key)
     if ok is None:
-        ok = ctx.cache[key] = bool(_compiled(_FIRST_BAD, ids, bound, negatives_drop) < 0)
+        ok = ctx.cache[key] = bool(_first_bad(ids, bound, negatives_drop) < 0)
     return ok
 
 

@@ -285,7 +285,7 @@ def last_writers(offsets: np.ndarray, num_slices: int) -> np.ndarray:
     whose value an in-order "update" scatter (:func:`scatter`) leaves there. A bool
     array of ``len(offsets)``."""
     offsets = read_only(np.ascontiguousarray(offsets, dtype=np.int64))
-    if not _LAST_WRITERS.ready(offsets, _FLAGS, _FLAGS):  # numpy until the loop is compiled: a sort
+    if not _LAST_WRITERS.ready(offsets, _FLAGS, _FLAGS):  # numpy until compiled: a sort
         valid = np.flatnonzero(offsets >= 0)
         winners = np.zeros(len(offsets), np.bool_)
         winners[valid[last_positions(offsets[valid])]] = True

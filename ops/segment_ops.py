@@ -150,7 +150,7 @@ def fold_rows(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, op: str) -> No
     if rows.size == 0:
         return
     if jittable(out.dtype) and (not _ufunc_folds_alike(op, out.dtype)
-                                or _FOLD_LOOPS[op].ready(out, ids, rows)):
+                                or _FOLD_LOOPS[op].ready_or_cached(out, ids, rows)):
         _FOLDS[op](out, ids, rows)
     elif op in (MAX, MIN) and out.dtype == np.float16:  # exact in float32: no arithmetic
         wide = out.astype(np.float32)

@@ -23,6 +23,7 @@ import numba
 import numpy as np
 
 from .compile_worker import compile_elsewhere, in_disk_cache
+from .jit import kernel
 
 log = logging.getLogger("graphflow.jit")
 
@@ -146,13 +147,20 @@ class Tiered:
 
     def ready_or_cached(self, *args) -> bool:
         """:meth:`ready`, or else loaded in the call when numba's disk cache holds the
-        kernel for the arguments' types (milliseconds, and numba's start once per
-        process), never compiled in it: for a loop whose other way costs far more than
-        a load (a fused pass whose members build the tensors it never makes)."""
+        kernel for the arguments' types and the background thread is not at it
+        (milliseconds, and numba's start once per process), never compiled in it; where
+        the cache does not hold it, numba starts here (:func:`start_numba`). For a loop
+        whose other way costs more than a load, or whose later load must not stall a
+        call (a fused pass whose members build the tensors it never makes)."""
         if self.ready(*args):
             return True
         signature = _signature(self.fn, args)
+        with _compiling_lock:
+            loading = (self.fn, signature) in _compiling  # the background thread's, then
+        if loading:
+            return False
         if not in_disk_cache(self.fn, signature):
+            start_numba()  # here, so that the background load, later, takes milliseconds
             return False
         try:
             self.fn.compile(signature)
@@ -161,6 +169,27 @@ class Tiered:
             return False
         self._ready.add(types_key(args))
         return True
+
+
+@kernel
+def _first_kernel(x):
+    """A kernel to load (or compile) first: numba's start."""
+    return x + 1
+
+
+_numba_started = False
+
+
+def start_numba() -> None:
+    """numba's start: its typing and lowering registries load with the first kernel a
+    process compiles or loads (0.13 s of Python; 0.33 s with scipy installed, whose
+    linalg numba imports). In the background it shares the GIL with the caller's
+    calls and stalls one of them by as much; a loop that should not wait
+    (:meth:`Tiered.ready_or_cached`) pays it in the call that first asks instead."""
+    global _numba_started
+    if not _numba_started:
+        _first_kernel(1)
+        _numba_started = True
 
 
 #: The flags numba's type of an array depends on: its layout, alignment and whether it

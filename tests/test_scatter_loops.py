@@ -293,6 +293,8 @@ class _NeverReady:
     def ready(self, *args) -> bool:
         return False
 
+    ready_or_cached = ready
+
 
 @pytest.mark.parametrize("op", ["update", "add", "sub"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.complex64, np.uint8])

@@ -156,6 +156,8 @@ class _NeverReady:
     def ready(self, *args) -> bool:
         return False
 
+    ready_or_cached = ready
+
 
 @pytest.mark.parametrize("op", UNSORTED)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.uint8,

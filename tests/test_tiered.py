@@ -4,6 +4,7 @@ then switches to the compiled kernel; the results are the same bits either way."
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 
 import numba
 import numpy as np
@@ -108,18 +109,36 @@ def test_a_lean_kernel_of_a_new_signature_is_compiled_away_from_the_call(tiered)
 @pytest.mark.parametrize("cached", [False, True])
 def test_a_loop_that_should_not_wait_loads_from_the_disk_cache_never_compiles(tiered, cached,
                                                                             monkeypatch):
-    """``Tiered.ready_or_cached`` (a fused pass whose members cost far more than a load):
+    """``Tiered.ready_or_cached`` (a loop whose other way costs far more than a load):
     a kernel numba's disk cache holds is loaded in the call; one it does not hold is
     not compiled in the call (the caller runs the members while it compiles away)."""
     from graphflow.ops import gather_reduce, tiering
     fn = gather_reduce._bucket_by_segment  # not _first_bad: test_compile_worker reads its index
-    args = (np.array([3, 1], np.uint16), 4)  # a signature nothing else asks for
+    # a signature nothing else asks for (one per case: a second ask starts a compile)
+    args = (np.array([3, 1], np.uint32 if cached else np.uint16), 4)
     signature = tuple(numba.typeof(a) for a in args)
     if signature in fn.overloads:
         pytest.skip("compiled already in this process")
     monkeypatch.setattr(tiering, "in_disk_cache", lambda f, sig: cached and sig == signature)
     assert tiering.Tiered(fn).ready_or_cached(*args) is cached
     assert (signature in fn.overloads) is cached
+
+
+def test_a_loop_the_background_thread_loads_is_not_loaded_in_the_call_too(tiered,
+                                                                           monkeypatch):
+    """Once a compile of the kernel is under way in the background, ``ready_or_cached``
+    leaves the load to it (the caller runs the other way meanwhile), also when the
+    worker's compile is in the disk cache already."""
+    from graphflow.ops import gather_reduce, tiering
+    fn = gather_reduce._bucket_by_segment
+    args = (np.array([3, 1], np.int16), 4)
+    signature = tuple(numba.typeof(a) for a in args)
+    if signature in fn.overloads:
+        pytest.skip("compiled already in this process")
+    monkeypatch.setattr(tiering, "in_disk_cache", lambda f, sig: True)
+    monkeypatch.setitem(tiering._compiling, (fn, signature), Future())  # never done
+    assert tiering.Tiered(fn).ready_or_cached(*args) is False
+    assert signature not in fn.overloads
 
 
 def test_a_lean_kernel_asks_again_when_its_inputs_turn_read_only(tiered):
