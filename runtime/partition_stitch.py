@@ -63,6 +63,8 @@ def _fuse_partition_stitch(stitch: Operation, fed: Collection[Output]) -> Operat
     for j, value in enumerate(data):
         chain = []
         while value.op.type != "DynamicPartition":
+            if value in fed:  # its op does not run: the feed is the value
+                return None
             step = _elementwise_step(value, scalars, last=not chain)
             if step is None:
                 return None
@@ -127,7 +129,7 @@ def _elementwise_step(value: Output, scalars: list[Output], last: bool):
     scalar index SELF), else None. A Cast from an integer or bool to an integer (exact,
     wrapping as numpy's) may be the ``last`` step of a chain."""
     op = value.op
-    if op.control_inputs:
+    if op.control_inputs or not op.inputs:  # (a constant: a part that was folded)
         return None
     if op.type == "Cast":
         source = op.inputs[0].dtype

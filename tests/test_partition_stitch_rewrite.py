@@ -105,6 +105,31 @@ def test_other_graphs_are_left_alone(scope):
     np.testing.assert_array_equal(a, [0, 2, 2, 3, 8])
 
 
+def test_constant_or_fed_parts_are_left_alone(scope):
+    """A part that folding made a constant (the fuzzer's case: a partition of
+    constants), or one that is fed, is no chain the rewrite can follow: the graph runs
+    as written, the feed read as fed."""
+    data = np.array([1j, 2j, 3j], np.complex64)
+    ids = np.zeros(3, np.int32)
+    positions = scope.dynamic_partition(scope.range(0, scope.size(data), 1), ids, 1)
+    parts = scope.dynamic_partition(data, ids, 1)
+    out = scope.dynamic_stitch(positions, parts)
+    feed = {positions[0]: np.array([2, 0, 1], np.int32)}
+    with gf.Session(scope.graph) as sess:
+        for _ in range(3):
+            np.testing.assert_array_equal(sess.run(out, feed), data[[1, 2, 0]])
+            np.testing.assert_array_equal(sess.run(out), data)
+    x, p, parts, rows = _split_in_two(scope, gf.float32)
+    doubled = scope.mul(parts[0], np.float32(2))
+    out = scope.dynamic_stitch([rows[0], rows[1]], [doubled, parts[1]])
+    feed = {x: np.arange(5, dtype=np.float32), p: np.array([1, 0, 1, 1, 0], np.int32),
+            doubled: np.float32([7, 9])}
+    (a, b), was_fused = _run_both(scope.graph, out, feed)
+    np.testing.assert_array_equal(a, b)
+    assert not was_fused
+    np.testing.assert_array_equal(a, [0, 7, 2, 3, 9])
+
+
 def test_a_value_times_itself_is_fused(scope):
     x, p, parts, rows = _split_in_two(scope, gf.float32)
     out = scope.dynamic_stitch([rows[1], rows[0]], [parts[1], scope.mul(parts[0], parts[0])])
