@@ -12,6 +12,7 @@ from graphflow.ops import cpu_index, scatter_loops
 from graphflow.ops.cpu_index import scatter_into
 
 import ref_scatter
+from support.tiering import NeverReady
 
 SUM_DTYPES = [np.float16, np.float32, np.float64, np.int8, np.int32, np.int64, np.uint8,
               np.uint64, np.complex64, np.complex128]
@@ -284,18 +285,6 @@ def test_locate_against_ravel_multi_index(index_type, depth):
     assert keep is None and offsets.tolist() == expected.tolist()
 
 
-class _NeverReady:
-    """A loop that is never compiled for any arguments (ops/tiering.Tiered's interface)."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def ready(self, *args) -> bool:
-        return False
-
-    ready_or_cached = ready
-
-
 @pytest.mark.parametrize("op", ["update", "add", "sub"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.complex64, np.uint8])
 def test_the_numpy_path_before_the_loop_compiles_gives_the_loops_bits(op, dtype, monkeypatch):
@@ -313,7 +302,7 @@ def test_the_numpy_path_before_the_loop_compiles_gives_the_loops_bits(op, dtype,
     compiled = start.copy()
     scatter_loops.scatter(compiled, offsets, rows, op)
     for loop in ("_ASSIGN", "_ADD"):  # neither loop is ready: the numpy path runs
-        monkeypatch.setattr(scatter_loops, loop, _NeverReady(getattr(scatter_loops, loop).fn))
+        monkeypatch.setattr(scatter_loops, loop, NeverReady(getattr(scatter_loops, loop).fn))
     by_numpy = start.copy()
     scatter_loops.scatter(by_numpy, offsets, rows, op)
     assert by_numpy.tobytes() == compiled.tobytes()
@@ -329,7 +318,7 @@ def test_the_last_writers_before_the_loop_compiles_are_the_loops(offsets):
     compiled = scatter_loops.last_writers(offsets, 8)
     loop = scatter_loops._LAST_WRITERS
     try:
-        scatter_loops._LAST_WRITERS = _NeverReady(loop.fn)
+        scatter_loops._LAST_WRITERS = NeverReady(loop.fn)
         by_numpy = scatter_loops.last_writers(offsets, 8)
     finally:
         scatter_loops._LAST_WRITERS = loop

@@ -14,6 +14,7 @@ import graphflow as gf
 from graphflow.errors import InvalidArgumentError
 
 from support.gpu_devices import GPU_KINDS, gpu_session_devices
+from support.tiering import NeverReady
 
 UNSORTED = ["sum", "prod", "max", "min"]
 SORTED = ["sum", "mean", "prod", "max", "min"]
@@ -147,18 +148,6 @@ def test_float_sums_are_sequential_bit_for_bit(scope):
     assert got.tobytes() == want.tobytes()
 
 
-class _NeverReady:
-    """A loop that is never compiled for any arguments (ops/tiering.Tiered's interface)."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def ready(self, *args) -> bool:
-        return False
-
-    ready_or_cached = ready
-
-
 @pytest.mark.parametrize("op", UNSORTED)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.uint8,
                                    np.complex64], ids=lambda t: np.dtype(t).name)
@@ -182,7 +171,7 @@ def test_the_fold_before_its_loop_compiles_gives_the_loops_bits(op, dtype, monke
     segment_ops.fold_rows(by_loop, ids, rows, op)
     loops = dict(segment_ops._FOLD_LOOPS)
     monkeypatch.setattr(segment_ops, "_FOLD_LOOPS",
-                        {k: _NeverReady(v.fn) for k, v in loops.items()})
+                        {k: NeverReady(v.fn) for k, v in loops.items()})
     by_numpy = start.copy()
     segment_ops.fold_rows(by_numpy, ids, rows, op)
     assert by_numpy.tobytes() == by_loop.tobytes()
