@@ -150,8 +150,8 @@ class Tiered:
         kernel for the arguments' types and the background thread is not at it
         (milliseconds, and numba's start once per process), never compiled in it; where
         the cache does not hold it, numba starts here (:func:`start_numba`). For a loop
-        whose other way costs more than a load, or whose later load must not stall a
-        call (a fused pass whose members build the tensors it never makes)."""
+        whose other way costs more than a load, and whose later load must not stall a
+        call (a segment fold: ``ufunc.at`` costs 20x its loop)."""
         if self.ready(*args):
             return True
         signature = _signature(self.fn, args)
