@@ -148,16 +148,16 @@ def test_float_sums_are_sequential_bit_for_bit(scope):
     assert got.tobytes() == want.tobytes()
 
 
-@pytest.mark.parametrize("op", UNSORTED)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.uint8,
-                                   np.complex64], ids=lambda t: np.dtype(t).name)
+@pytest.mark.parametrize("op, dtype", [
+    ("sum", np.float32), ("prod", np.float32), ("sum", np.complex64), ("prod", np.complex64),
+    *((op, np.int64) for op in UNSORTED)], ids=lambda v: v if isinstance(v, str)
+    else np.dtype(v).name)
 def test_the_fold_before_its_loop_compiles_gives_the_loops_bits(op, dtype, monkeypatch):
     """Until a fold's loop is compiled (tiered compilation), numpy's ``ufunc.at`` folds
-    where it folds alike (sums, products, integer max/min): the loop's bits, with NaN,
-    inf and signed zeros, wrapping integers and skipped (negative) ids."""
+    where it folds alike (sums, products, integer max/min; a float max or min always
+    runs the loop): the loop's bits, with NaN, inf and signed zeros, wrapping integers
+    and skipped (negative) ids."""
     from graphflow.ops import segment_ops
-    if op in ("max", "min") and dtype == np.complex64:
-        pytest.skip("TensorFlow orders no complex numbers")
     rng = np.random.default_rng(3)
     rows = (rng.standard_normal((300, 4)) * 10.0 ** rng.integers(-3, 3, (300, 4)))
     rows = rows.astype(dtype)
