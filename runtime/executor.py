@@ -152,6 +152,7 @@ class Plan:
         """Run the plan once; ``metadata``, if given, receives one NodeEvent per step."""
         plan = self._for_shapes(feed_values) if self._specializes else None
         plan = self if plan is None else plan
+        plan.buffers.start_run()
         plan.returned.take_back()  # what the caller dropped since: the pool's again
         fetched = plan._run(feed_values, pool, metadata)
         plan.returned.hold(fetched)

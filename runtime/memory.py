@@ -40,6 +40,9 @@ MAX_POOLED_PER_SHAPE = 8
 #: Buffers smaller than this go back to the allocator, which is fast for them.
 MIN_POOLED_BYTES = 1 << 16
 
+#: The shapes a pool remembers being asked for, at most.
+MAX_ASKED_SHAPES = 4096
+
 #: The reference count of a private array while ``release`` looks at it, once its slot
 #: is cleared: ``release``'s local name is its only holder.
 _PRIVATE_REFCOUNT = HELD_BY_ONE_LOCAL
@@ -47,27 +50,39 @@ _PRIVATE_REFCOUNT = HELD_BY_ONE_LOCAL
 
 class BufferPool:
     """Dead host buffers of one plan, by (shape, dtype). Thread-safe. Only shapes that
-    a kernel of the plan has asked for are kept: a pool never hoards buffers nothing
-    will take."""
+    a kernel of the plan asked for in this run or the one before are kept (the plan
+    counts its runs, :meth:`start_run`): a pool never hoards buffers nothing will take.
+    Shapes that change every call (an MoE's per-expert token counts) would otherwise
+    fill it to its limit with dead buffers, and each call's outputs be fresh pages."""
 
-    __slots__ = ("_free", "_wanted", "_bytes", "_lock", "limit", "reused")
+    __slots__ = ("_free", "_asked", "_bytes", "_lock", "limit", "reused", "_run", "_swept")
 
     def __init__(self, limit: int = MAX_POOLED_BYTES):
         self._free: OrderedDict[tuple, list[np.ndarray]] = OrderedDict()
-        self._wanted: set[tuple] = set()
+        self._asked: dict[tuple, int] = {}  # (shape, dtype) -> the last run that asked
         self._bytes = 0
         self._lock = threading.Lock()
         self.limit = limit
         self.reused = 0  # buffers handed out again (for tests and stats)
+        self._run = 0    # runs started (start_run); a pool no plan counts keeps every shape
+        self._swept = 0  # the run whose start the stale shapes were last dropped at
+
+    def start_run(self) -> None:
+        """A run of the plan begins: shapes last asked for before the previous run stop
+        being kept (dropped at the next ``give``)."""
+        self._run += 1
 
     def take(self, shape: tuple, dtype: np.dtype) -> np.ndarray | None:
         """A dead buffer of exactly this shape and dtype, or None."""
         key = (shape, dtype)
+        asked = self._asked
+        if key in asked:
+            asked[key] = self._run
+        elif len(asked) < MAX_ASKED_SHAPES:
+            with self._lock:
+                asked[key] = self._run
         free = self._free.get(key)
         if not free:  # no lock for a miss: the common case of small outputs
-            if key not in self._wanted and len(self._wanted) < 4096:
-                with self._lock:
-                    self._wanted.add(key)
             return None
         with self._lock:
             if not free:
@@ -85,9 +100,12 @@ class BufferPool:
     def give(self, buffer: np.ndarray) -> None:
         """Keep ``buffer`` (proven private by the caller) for a later ``take``."""
         key = (buffer.shape, buffer.dtype)
-        if key not in self._wanted or buffer.nbytes > self.limit:
+        asked = self._asked.get(key)
+        if asked is None or asked < self._run - 1 or buffer.nbytes > self.limit:
             return
         with self._lock:
+            if self._swept != self._run:
+                self._drop_stale_shapes()
             free = self._free.setdefault(key, [])
             if len(free) >= MAX_POOLED_PER_SHAPE:
                 return
@@ -101,10 +119,20 @@ class BufferPool:
                 if not old:
                     del self._free[old_key]
 
+    def _drop_stale_shapes(self) -> None:
+        """Forget the shapes, and free the buffers, that no kernel asked for in this run
+        or the previous one (under the lock)."""
+        self._swept = run = self._run
+        stale = [key for key, last in list(self._asked.items()) if last < run - 1]
+        for key in stale:
+            del self._asked[key]
+            for buffer in self._free.pop(key, ()):
+                self._bytes -= buffer.nbytes
+
     def clear(self) -> None:
         with self._lock:
             self._free.clear()
-            self._wanted.clear()
+            self._asked.clear()
             self._bytes = 0
 
     @property
@@ -160,21 +188,37 @@ class ReturnedBuffers:
 
 def releaser(pool: BufferPool):
     """``release(slots, slot)``: clear a slot, keeping its buffer in ``pool`` when it is
-    provably private (see the module docstring)."""
+    provably private (see the module docstring). A private view that is the last holder
+    of the array it views gives that array back instead: the parts of a DynamicPartition
+    are views of one buffer, which returns once its last part is released (else it went
+    back to the allocator each call, and its successor cost a page fault per 4 KiB)."""
     give = pool.give
     getrefcount = sys.getrefcount
     ndarray = np.ndarray
 
+    def keep(value: np.ndarray) -> None:
+        try:
+            give(value)
+        except Exception as e:  # noqa: BLE001 - ours, never the user's input
+            raise InternalError(f"the plan's buffer pool failed to keep a {value.shape} "
+                                f"{value.dtype} buffer: {type(e).__name__}: {e} (a "
+                                f"graphflow bug)") from e
+
     def release(slots: list, slot: int) -> None:
         value = slots[slot]
         slots[slot] = None
-        if (type(value) is ndarray and value.base is None and value.nbytes >= MIN_POOLED_BYTES
-                and value.flags.writeable
-                and value.dtype.kind != "O" and getrefcount(value) == _PRIVATE_REFCOUNT):
-            try:
-                give(value)
-            except Exception as e:  # noqa: BLE001 - ours, never the user's input
-                raise InternalError(f"the plan's buffer pool failed to keep a {value.shape} "
-                                    f"{value.dtype} buffer: {type(e).__name__}: {e} (a "
-                                    f"graphflow bug)") from e
+        if type(value) is not ndarray or getrefcount(value) != _PRIVATE_REFCOUNT:
+            return
+        base = value.base
+        if base is None:
+            if value.nbytes >= MIN_POOLED_BYTES and value.flags.writeable \
+                    and value.dtype.kind != "O":
+                keep(value)
+            return
+        if type(base) is not ndarray or base.base is not None:
+            return  # a view of memory no ndarray owns (numba's, a buffer's): left alone
+        value = None  # the view goes: now ``base`` may be held by this name alone
+        if base.nbytes >= MIN_POOLED_BYTES and base.flags.writeable \
+                and base.dtype.kind != "O" and getrefcount(base) == _PRIVATE_REFCOUNT:
+            keep(base)
     return release

@@ -62,6 +62,68 @@ def test_an_array_in_two_slots_is_pooled_only_when_the_last_is_released():
     assert pool.take(SHAPE, np.dtype(np.float64)) is not None
 
 
+def test_a_view_that_is_the_last_holder_of_its_array_gives_that_array():
+    """A DynamicPartition's parts are views of one buffer: it returns to the pool when
+    its last part is released, not before."""
+    pool = _pool_wanting(SHAPE)
+    base = np.zeros(SHAPE)
+    address = base.ctypes.data
+    slots = [base[: SHAPE[0] // 2], base[SHAPE[0] // 2:]]
+    del base
+    release = releaser(pool)
+    release(slots, 0)
+    assert pool.take(SHAPE, np.dtype(np.float64)) is None  # the other part views it still
+    release(slots, 1)
+    reused = pool.take(SHAPE, np.dtype(np.float64))
+    assert reused is not None and reused.ctypes.data == address
+
+
+def test_a_view_of_an_array_held_elsewhere_gives_nothing():
+    pool = _pool_wanting(SHAPE)
+    base = np.zeros(SHAPE)  # this name: one more holder of the viewed array
+    slots = [base[1:]]
+    releaser(pool)(slots, 0)
+    assert pool.take(SHAPE, np.dtype(np.float64)) is None
+
+
+def test_a_view_held_once_more_gives_nothing():
+    pool = _pool_wanting(SHAPE)
+    slots = [np.zeros(SHAPE)[1:]]
+    kept = slots[0]  # holds the view, so the array it views
+    releaser(pool)(slots, 0)
+    assert pool.take(SHAPE, np.dtype(np.float64)) is None
+    assert not kept.any()
+
+
+def test_a_view_of_memory_no_array_owns_gives_nothing():
+    pool = _pool_wanting(SHAPE)
+    slots = [np.frombuffer(bytearray(SHAPE[0] * 8), np.float64)[1:]]
+    releaser(pool)(slots, 0)
+    assert pool.take(SHAPE, np.dtype(np.float64)) is None
+
+
+def test_a_shape_not_asked_for_in_this_run_or_the_last_is_dropped():
+    """The pool keeps what the plan's next run may ask for: shapes asked for in this run
+    or the one before. Per-call shapes (an MoE's per-expert token counts) are not
+    hoarded up to the pool's limit."""
+    f8 = np.dtype(np.float64)
+    other = (SHAPE[0] * 2,)
+    pool = BufferPool()
+    pool.start_run()
+    assert pool.take(SHAPE, f8) is None
+    pool.give(np.zeros(SHAPE))
+    pool.start_run()  # asked for in the run before: still kept, and taken
+    assert pool.take(SHAPE, f8) is not None
+    pool.give(np.zeros(SHAPE))
+    pool.start_run()
+    pool.start_run()  # two runs since SHAPE was asked for
+    assert pool.take(other, f8) is None
+    pool.give(np.zeros(SHAPE))  # refused: not asked for in this run or the last
+    pool.give(np.zeros(other))  # kept, and the stale SHAPE buffer freed
+    assert pool.nbytes == np.zeros(other).nbytes
+    assert pool.take(SHAPE, f8) is None
+
+
 # -- the output check of a user kernel ----------------------------------------------------
 _HELD: list = []
 
