@@ -186,6 +186,12 @@ class ReturnedBuffers:
                 self._held = (still_held + self._held)[-MAX_RETURNED:]
 
 
+def _poolable(array: np.ndarray) -> bool:
+    """Whether an owned array is one the pool takes: big enough, writeable, no objects."""
+    return array.nbytes >= MIN_POOLED_BYTES and array.flags.writeable \
+        and array.dtype.kind != "O"
+
+
 def releaser(pool: BufferPool):
     """``release(slots, slot)``: clear a slot, keeping its buffer in ``pool`` when it is
     provably private (see the module docstring). A private view that is the last holder
@@ -211,14 +217,12 @@ def releaser(pool: BufferPool):
             return
         base = value.base
         if base is None:
-            if value.nbytes >= MIN_POOLED_BYTES and value.flags.writeable \
-                    and value.dtype.kind != "O":
+            if _poolable(value):
                 keep(value)
             return
         if type(base) is not ndarray or base.base is not None:
             return  # a view of memory no ndarray owns (numba's, a buffer's): left alone
         value = None  # the view goes: now ``base`` may be held by this name alone
-        if base.nbytes >= MIN_POOLED_BYTES and base.flags.writeable \
-                and base.dtype.kind != "O" and getrefcount(base) == _PRIVATE_REFCOUNT:
+        if _poolable(base) and getrefcount(base) == _PRIVATE_REFCOUNT:
             keep(base)
     return release
