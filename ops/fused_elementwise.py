@@ -406,6 +406,29 @@ def member_kernel(op, ctx) -> tuple:
     return limit_outputs(found.fn, op, member_ctx), member_ctx
 
 
+def members_runner(ctx, members, externals, results):
+    """``run(*values) -> [result values]``: the nodes ``members`` (in graph order) a
+    fused node stands for, each run with its own kernel (:func:`member_kernel`), from
+    the fused node's input values, which are the values of the Outputs ``externals``;
+    it returns the values of the Outputs ``results``. An error names the member that
+    raised it, as the unfused plan's would."""
+    steps = [(op, *member_kernel(op, ctx)) for op in members]
+
+    def run(*values):
+        env = dict(zip(externals, values))
+        for op, fn, member_ctx in steps:
+            args = op.op_def.group_inputs([env[i] for i in op.inputs], op.arg_lengths)
+            try:
+                got = fn(member_ctx, *args)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as e:  # noqa: BLE001 - re-raised naming the node
+                raise node_error(op, e) from e
+            env.update(zip(op.outputs, got if op.op_def.returns_list else (got,)))
+        return [env[r] for r in results]
+    return run
+
+
 def _releaser(ctx):
     """``release(values, r)``: clear ``values[r]``, its buffer kept in the plan's pool
     when provably private (the executor's rule: ``BufferPool.releaser``)."""
@@ -421,4 +444,4 @@ def node_error(op, err: BaseException) -> OpError:
     return errors.node_error(err, op.name, op.type, op.site)
 
 
-__all__ = ["FusedElementwise", "member_kernel", "node_error"]
+__all__ = ["FusedElementwise", "member_kernel", "members_runner", "node_error"]

@@ -16,7 +16,7 @@ from typing import Sequence
 from graphflow.graph import Output
 
 from . import (control_flow, folding, fusion, gather_reduce, partition_stitch, product_sum,
-               simplify)
+               simplify, stitch_reduce)
 from .passes import require_feeds
 from .placer import place
 from .plan_ir import (Pass, PlanIR, check_ir, describe, graph_fingerprint,  # noqa: F401
@@ -92,6 +92,15 @@ def product_sum_pass(ir: PlanIR) -> PlanIR:
     return substitute(ir, product_sum.fuse_product_sums(list(ir.ops), ir.fed, ir.targets))
 
 
+def stitch_reduce_pass(ir: PlanIR) -> PlanIR:
+    """An MoE's stitch -> scale -> segment-sum and its gradient's row gathers as nodes that
+    never write the [n, F] routed rows (runtime/stitch_reduce.py)."""
+    found, gone = stitch_reduce.fuse_stitch_reduce(list(ir.ops), ir.fed, ir.fetches)
+    if gone.intersection(ir.roots):  # their errors are the fused nodes' now
+        ir = replace(ir, roots=tuple(r for r in ir.roots if r not in gone))
+    return substitute(ir, found)
+
+
 def fuse_pass(ir: PlanIR) -> PlanIR:
     """Element-wise regions as fused nodes (runtime/fusion.py)."""
     return substitute(ir, fusion.fuse_elementwise(list(ir.ops), ir.fed, ir.targets))
@@ -100,13 +109,13 @@ def fuse_pass(ir: PlanIR) -> PlanIR:
 def optimizing_passes(devices, config) -> tuple[Pass, ...]:
     """The compile pipeline of ``SessionConfig(optimize=True)``: folding and
     simplification until neither finds more, then the pattern rewrites, then fusion
-    (the gather-reduce and product-sum rewrites and fusion in CPU-only sessions: on a
+    (the gather-reduce, product-sum and stitch-reduce rewrites and fusion in CPU-only sessions: on a
     GPU their nodes would run their members one by one)."""
     fold = fold_pass(devices, config)
     if any(d.device_type != "cpu" for d in devices):
         return (share_loops_pass, until_stable(fold, simplify_pass), partition_stitch_pass)
     return (share_loops_pass, until_stable(fold, simplify_pass), partition_stitch_pass,
-            gather_reduce_pass, product_sum_pass, fuse_pass)
+            gather_reduce_pass, product_sum_pass, stitch_reduce_pass, fuse_pass)
 
 
 def specialize_pass(feed_shapes: Sequence[tuple]) -> Pass:
