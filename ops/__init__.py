@@ -18,7 +18,7 @@ from . import check_ops  # noqa: F401  (registration)
 from . import dense_math_ops, nn_ops, reductions  # noqa: F401  (registration)
 from . import segment_ops, selection_ops, random_ops, training_ops  # noqa: F401  (registration)
 from . import elementwise_table, fused_elementwise, fused_ops, gather_reduce  # noqa: F401  (registration)
-from . import product_sum, stitch_reduce  # noqa: F401  (registration)
+from . import gather_partition, product_sum, stitch_reduce  # noqa: F401  (registration)
 from . import control_flow_ops  # noqa: F401  (registration)
 
 

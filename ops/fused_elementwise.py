@@ -429,6 +429,18 @@ def members_runner(ctx, members, externals, results):
     return run
 
 
+def run_members(ctx, *values) -> list:
+    """The results of the nodes a rewrite's fused node stands for (its attrs 'members',
+    'externals' and 'results'; :func:`members_runner`), run one by one on the fused
+    node's input ``values``; the runner is made once per plan, at the first call that
+    needs it."""
+    run = ctx.cache.get("members")
+    if run is None:
+        run = ctx.cache.setdefault("members", members_runner(
+            ctx, ctx.attrs["members"], ctx.attrs["externals"], ctx.attrs["results"]))
+    return run(*values)
+
+
 def _releaser(ctx):
     """``release(values, r)``: clear ``values[r]``, its buffer kept in the plan's pool
     when provably private (the executor's rule: ``BufferPool.releaser``)."""
@@ -444,4 +456,4 @@ def node_error(op, err: BaseException) -> OpError:
     return errors.node_error(err, op.name, op.type, op.site)
 
 
-__all__ = ["FusedElementwise", "member_kernel", "members_runner", "node_error"]
+__all__ = ["FusedElementwise", "member_kernel", "members_runner", "node_error", "run_members"]

@@ -116,31 +116,35 @@ def _pairwise_product_sum(x, y, n):
     return sums[0]
 
 
+@kernel(inline="always")
+def row_product_sum(x, y, n, sums):
+    """The pairwise sum of x[:n] * y[:n] for one row (1-D ``x``, ``y``): for a row of one
+    block (8 <= n <= BLOCK, the common case) the eight running sums kept in ``sums``
+    (8 elements), which LLVM turns into one vector register; else
+    :func:`_pairwise_product_sum`."""
+    if n > BLOCK or n < 8:
+        return _pairwise_product_sum(x, y, n)
+    whole = n - n % 8
+    for j in range(8):
+        sums[j] = x[j] * y[j]
+    for i in range(8, whole, 8):
+        for j in range(8):
+            sums[j] += x[i + j] * y[i + j]
+    res = ((sums[0] + sums[1]) + (sums[2] + sums[3])) + \
+        ((sums[4] + sums[5]) + (sums[6] + sums[7]))
+    for i in range(whole, n):
+        res += x[i] * y[i]
+    return res
+
+
 @kernel
 def product_rows(x, y, out, lo, hi):
     """out[r] = 0 + the pairwise sum of x[r] * y[r] for the rows r in [lo, hi) of the
-    [rows, k] operands (numpy's reduction starts from its identity). Rows of one block
-    (k <= BLOCK, the common case) keep the eight running sums in a small array, which
-    LLVM turns into one vector register."""
+    [rows, k] operands (numpy's reduction starts from its identity)."""
     n = x.shape[1]
-    if n > BLOCK or n < 8:
-        zero = out.dtype.type(0)
-        for r in range(lo, hi):
-            out[r] = zero + _pairwise_product_sum(x[r], y[r], n)
-        return
-    whole = n - n % 8
     sums = np.empty(8, x.dtype)
     for r in range(lo, hi):
-        for j in range(8):
-            sums[j] = x[r, j] * y[r, j]
-        for i in range(8, whole, 8):
-            for j in range(8):
-                sums[j] += x[r, i + j] * y[r, i + j]
-        res = ((sums[0] + sums[1]) + (sums[2] + sums[3])) + \
-            ((sums[4] + sums[5]) + (sums[6] + sums[7]))
-        for i in range(whole, n):
-            res += x[r, i] * y[r, i]
-        out[r] = 0 + res
+        out[r] = 0 + row_product_sum(x[r], y[r], n, sums)
 
 
 # -- the kernel ---------------------------------------------------------------------------------
@@ -208,4 +212,4 @@ def _lower_product_sum(spec) -> Lowering | None:
         {"rows": product_rows}, weight=2)
 
 
-__all__ = ["ProductSum", "product_rows"]
+__all__ = ["ProductSum", "product_rows", "row_product_sum"]

@@ -35,12 +35,12 @@ import numpy as np
 from graphflow.dtypes import float32, float64
 from graphflow.registry import BoolAttr, IntAttr, TypeAttr, register_op
 
-from .fused_elementwise import members_runner
+from .fused_elementwise import run_members
 from .gather_reduce import FULL, NONE, ONE, PER_EDGE, scale_kind_of
 from .gather_reduce import _first_bad as first_bad
 from .intra_op import run_in_chunks
 from .jit import kernel
-from .product_sum import _pairwise_product_sum
+from .product_sum import row_product_sum
 from .tiering import Tiered
 
 _FLOATS = [float32, float64]
@@ -133,19 +133,21 @@ def stitch_scale_sum(out, data, part, row, segment_ids, scale, kind, scale_first
 
 
 @kernel
-def stitch_product_rows(out, data, part, row, params, ids, zero_row, stitch_first, lo, hi):
-    """out[p] = 0 + the pairwise sum of data[part[p]][row[p]] * params[ids[p]] (a zero
-    row for an id out of range) for p in [lo, hi): ops/product_sum.py's sums."""
+def part_product_rows(out, part, at, params, ids, zero_row, stitch_first, lo, hi):
+    """out[at[j]] = 0 + the pairwise sum of part[j] * params[ids[at[j]]] (a zero row for an
+    id out of range) for the rows j in [lo, hi) of one stitched part: ops/product_sum.py's
+    sums, row by row."""
     width = params.shape[1]
     bound = params.shape[0]
-    for p in range(lo, hi):
+    sums = np.empty(8, out.dtype)
+    for j in range(lo, hi):
+        p = at[j]
         q = ids[p]
         g = params[q] if 0 <= q < bound else zero_row
-        d = data[part[p]][row[p]]
         if stitch_first:
-            out[p] = 0 + _pairwise_product_sum(d, g, width)
+            out[p] = 0 + row_product_sum(part[j], g, width, sums)
         else:
-            out[p] = 0 + _pairwise_product_sum(g, d, width)
+            out[p] = 0 + row_product_sum(g, part[j], width, sums)
 
 
 @kernel
@@ -172,21 +174,11 @@ def scaled_gather_rows(out, params, ids, scale, kind, scale_first, picks, zero_r
 
 
 _SOURCES, _FIRST_BAD = Tiered(stitch_sources), Tiered(first_bad)
-_SUM, _PRODUCTS, _SCALED = (Tiered(f) for f in (stitch_scale_sum, stitch_product_rows,
+_SUM, _PRODUCTS, _SCALED = (Tiered(f) for f in (stitch_scale_sum, part_product_rows,
                                                  scaled_gather_rows))
 
 
 # -- shared steps --------------------------------------------------------------------------
-def _members(ctx, *values) -> list:
-    """The results of the nodes the fused node stands for, run one by one on its input
-    ``values`` (their runner is made once per plan, at the first call it needs)."""
-    run = ctx.cache.get("members")
-    if run is None:
-        run = ctx.cache.setdefault("members", members_runner(
-            ctx, ctx.attrs["members"], ctx.attrs["externals"], ctx.attrs["results"]))
-    return run(*values)
-
-
 def _frozen(arrays) -> tuple:
     """Contiguous, read-only views of ``arrays``: one numba type for the tuple's items."""
     out = []
@@ -198,8 +190,9 @@ def _frozen(arrays) -> tuple:
 
 
 def _placed(indices, data, dtype):
-    """``(parts, part, row, width)`` where the stitch places each of its rows exactly once
-    from 2-D parts of one width and ``dtype``, else None."""
+    """``(parts, indices, part, row, width)`` (read-only, contiguous parts and indices)
+    where the stitch places each of its rows exactly once from 2-D parts of one width
+    and ``dtype``, else None."""
     if any(i.ndim != 1 or i.dtype != np.int32 for i in indices) \
             or any(d.ndim != 2 or d.dtype != dtype for d in data):
         return None
@@ -211,7 +204,7 @@ def _placed(indices, data, dtype):
     part, row = np.empty(n, np.int32), np.empty(n, np.int32)
     if not _SOURCES.ready(at, part, row) or not stitch_sources(at, part, row):
         return None
-    return _frozen(data), part, row, width
+    return _frozen(data), at, part, row, width
 
 
 def _row_ids(ids, bound: int, ignore_bad: bool):
@@ -245,8 +238,8 @@ def _stitch_segment_sum(ctx, indices, data, scale, segment_ids, num_segments):
     dtype = np.dtype(ctx.attrs["T"].as_numpy_dtype)
     placed = _placed(indices, data, dtype)
     if placed is None or segment_ids.ndim != 1 or np.ndim(num_segments) != 0:
-        return _members(ctx, *indices, *data, *scale, segment_ids, num_segments)[0]
-    parts, part, row, width = placed
+        return run_members(ctx, *indices, *data, *scale, segment_ids, num_segments)[0]
+    parts, _, part, row, width = placed
     n, size = part.shape[0], int(num_segments)
     kind, weights = (NONE, np.zeros((1, 1), dtype)) if not scale else \
         _scale(scale[0], n, width, dtype)
@@ -254,11 +247,11 @@ def _stitch_segment_sum(ctx, indices, data, scale, segment_ids, num_segments):
     if kind is None or seg.shape[0] != n or seg.dtype.kind not in "iu" or size < 0 \
             or not ctx.fits(size * width, dtype) or not _FIRST_BAD.ready(seg, size, True) \
             or first_bad(seg, size, True) >= 0:
-        return _members(ctx, *indices, *data, *scale, segment_ids, num_segments)[0]
+        return run_members(ctx, *indices, *data, *scale, segment_ids, num_segments)[0]
     out = ctx.empty((size, width), dtype)
     args = (out, parts, part, row, seg, weights, kind, ctx.attrs["scale_first"])
     if not _SUM.ready(*args):
-        return _members(ctx, *indices, *data, *scale, segment_ids, num_segments)[0]
+        return run_members(ctx, *indices, *data, *scale, segment_ids, num_segments)[0]
     stitch_scale_sum(*args)
     return out
 
@@ -268,21 +261,22 @@ def _stitch_product_sum(ctx, indices, data, params, row_ids):
     dtype = np.dtype(ctx.attrs["T"].as_numpy_dtype)
     placed = _placed(indices, data, dtype)
     if placed is None or params.ndim != 2 or params.dtype != dtype:
-        return _members(ctx, *indices, *data, params, row_ids)[0]
-    parts, part, row, width = placed
+        return run_members(ctx, *indices, *data, params, row_ids)[0]
+    parts, at, part, _, width = placed
     n = part.shape[0]
     ids = _row_ids(row_ids, params.shape[0], ctx.attrs["ignore_bad"])
     if ids is None or ids.shape[0] != n or params.shape[1] != width:
-        return _members(ctx, *indices, *data, params, row_ids)[0]
+        return run_members(ctx, *indices, *data, params, row_ids)[0]
     rows, zero_row = _frozen((params, np.zeros(width, dtype)))
     out = ctx.empty((n,), dtype)
     stitch_first = ctx.attrs["stitch_first"]
-    if not _PRODUCTS.ready(out, parts, part, row, rows, ids, zero_row, stitch_first, 0, n):
-        return _members(ctx, *indices, *data, params, row_ids)[0]
-
-    def chunk(lo, hi):
-        stitch_product_rows(out, parts, part, row, rows, ids, zero_row, stitch_first, lo, hi)
-    run_in_chunks(chunk, n, 2 * n * width)
+    if not all(_PRODUCTS.ready(out, d, a, rows, ids, zero_row, stitch_first, 0, a.shape[0])
+               for d, a in zip(parts, at)):
+        return run_members(ctx, *indices, *data, params, row_ids)[0]
+    for d, a in zip(parts, at):  # each part's rows split over the cores
+        def chunk(lo, hi, d=d, a=a):
+            part_product_rows(out, d, a, rows, ids, zero_row, stitch_first, lo, hi)
+        run_in_chunks(chunk, a.shape[0], 2 * a.shape[0] * width)
     return out.reshape((n, 1)) if ctx.attrs["keep_dims"] else out
 
 
@@ -290,7 +284,7 @@ def _stitch_product_sum(ctx, indices, data, params, row_ids):
 def _scaled_gather_rows(ctx, params, row_ids, scale, picks):
     dtype = np.dtype(ctx.attrs["T"].as_numpy_dtype)
     if params.ndim != 2 or params.dtype != dtype:
-        return _members(ctx, params, row_ids, scale, *picks)
+        return run_members(ctx, params, row_ids, scale, *picks)
     ids = _row_ids(row_ids, params.shape[0], ctx.attrs["ignore_bad"])
     width = params.shape[1]
     kind, weights = (None, None) if ids is None else _scale(scale, ids.shape[0], width, dtype)
@@ -298,13 +292,13 @@ def _scaled_gather_rows(ctx, params, row_ids, scale, picks):
     if kind is None or any(p.ndim != 2 or p.shape[1] != 1 or p.dtype.kind not in "iu"
                            for p in picks) \
             or not ctx.fits(sum(f.shape[0] for f in flat) * width, dtype):
-        return _members(ctx, params, row_ids, scale, *picks)
+        return run_members(ctx, params, row_ids, scale, *picks)
     rows, zero_row = _frozen((params, np.zeros(width, dtype)))
     scale_first = ctx.attrs["scale_first"]
     outs = [ctx.empty((f.shape[0], width), dtype) for f in flat]
     if not all(_SCALED.ready(o, rows, ids, weights, kind, scale_first, f, zero_row, 0,
                              f.shape[0]) for o, f in zip(outs, flat)):
-        return _members(ctx, params, row_ids, scale, *picks)
+        return run_members(ctx, params, row_ids, scale, *picks)
     for o, f in zip(outs, flat):
         def chunk(lo, hi, o=o, f=f):
             scaled_gather_rows(o, rows, ids, weights, kind, scale_first, f, zero_row, lo, hi)

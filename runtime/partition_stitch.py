@@ -79,7 +79,7 @@ def _fuse_partition_stitch(stitch: Operation, fed: Collection[Output]) -> Operat
     x = parts.inputs[0]
     if parts.inputs[1] is not partitions or parts.attrs["num_partitions"] != k \
             or parts.control_inputs or x.shape.rank != 1 or partitions.shape.rank != 1 \
-            or any(s.dtype != x.dtype for s in scalars) or not _is_row_range(rows.inputs[0], x):
+            or any(s.dtype != x.dtype for s in scalars) or not is_row_range(rows.inputs[0], x):
         return None
     if any(o in fed for o in (*inner, rows.inputs[0], *rows.inputs[0].op.inputs)):
         return None
@@ -170,7 +170,7 @@ def _range_ops(r: Output) -> list[Operation]:
     return [r.op] + ([limit.op] if limit.op.type == "Size" else [])
 
 
-def _is_row_range(r: Output, x: Output) -> bool:
+def is_row_range(r: Output, x: Output) -> bool:
     """Whether ``r`` is Range(0, n, 1) with n the length of the 1-D ``x`` (or the
     constant [0, 1, ..., n - 1] that folding made of it)."""
     if r.op.type == "Const":

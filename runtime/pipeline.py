@@ -15,8 +15,8 @@ from typing import Sequence
 
 from graphflow.graph import Output
 
-from . import (control_flow, folding, fusion, gather_reduce, partition_stitch, product_sum,
-               simplify, stitch_reduce)
+from . import (control_flow, folding, fusion, gather_partition, gather_reduce,
+               partition_stitch, product_sum, simplify, stitch_reduce)
 from .passes import require_feeds
 from .placer import place
 from .plan_ir import (Pass, PlanIR, check_ir, describe, graph_fingerprint,  # noqa: F401
@@ -92,11 +92,25 @@ def product_sum_pass(ir: PlanIR) -> PlanIR:
     return substitute(ir, product_sum.fuse_product_sums(list(ir.ops), ir.fed, ir.targets))
 
 
+def gather_partition_pass(ir: PlanIR) -> PlanIR:
+    """A gather partitioned as one node that writes the rows once, in partition order
+    (runtime/gather_partition.py)."""
+    return _substitute_covering(ir, *gather_partition.fuse_gather_partitions(
+        list(ir.ops), ir.fed, ir.fetches))
+
+
 def stitch_reduce_pass(ir: PlanIR) -> PlanIR:
     """An MoE's stitch -> scale -> segment-sum and its gradient's row gathers as nodes that
     never write the [n, F] routed rows (runtime/stitch_reduce.py)."""
-    found, gone = stitch_reduce.fuse_stitch_reduce(list(ir.ops), ir.fed, ir.fetches)
-    if gone.intersection(ir.roots):  # their errors are the fused nodes' now
+    return _substitute_covering(ir, *stitch_reduce.fuse_stitch_reduce(
+        list(ir.ops), ir.fed, ir.fetches))
+
+
+def _substitute_covering(ir: PlanIR, found: dict, gone: set) -> PlanIR:
+    """``ir`` with ``found``'s substitutes, where the fused nodes also raise the errors
+    of the values ``gone`` (no longer computed): plan roots among them, kept for their
+    errors only, are roots no more."""
+    if gone.intersection(ir.roots):
         ir = replace(ir, roots=tuple(r for r in ir.roots if r not in gone))
     return substitute(ir, found)
 
@@ -109,13 +123,15 @@ def fuse_pass(ir: PlanIR) -> PlanIR:
 def optimizing_passes(devices, config) -> tuple[Pass, ...]:
     """The compile pipeline of ``SessionConfig(optimize=True)``: folding and
     simplification until neither finds more, then the pattern rewrites, then fusion
-    (the gather-reduce, product-sum and stitch-reduce rewrites and fusion in CPU-only sessions: on a
-    GPU their nodes would run their members one by one)."""
+    (the gather-reduce, product-sum, gather-partition and stitch-reduce rewrites and
+    fusion in CPU-only sessions: on a GPU their nodes would run their members one by
+    one)."""
     fold = fold_pass(devices, config)
     if any(d.device_type != "cpu" for d in devices):
         return (share_loops_pass, until_stable(fold, simplify_pass), partition_stitch_pass)
     return (share_loops_pass, until_stable(fold, simplify_pass), partition_stitch_pass,
-            gather_reduce_pass, product_sum_pass, stitch_reduce_pass, fuse_pass)
+            gather_reduce_pass, product_sum_pass, gather_partition_pass, stitch_reduce_pass,
+            fuse_pass)
 
 
 def specialize_pass(feed_shapes: Sequence[tuple]) -> Pass:

@@ -30,6 +30,7 @@ from graphflow.inference import constant_value
 from graphflow.registry import op_def
 
 from .fusion import on_the_cpu
+from .partition_stitch import is_row_range
 
 _DTYPES = ("float32", "float64")
 _STITCHES = ("DynamicStitch", "ParallelDynamicStitch")
@@ -67,10 +68,29 @@ def fuse_stitch_reduce(ops: Sequence[Operation], fed: Collection[Output],
         if len(kept) == len(found):
             break
         found = kept
-    subst: dict[Output, Output] = {}
+    subst = _distinct_winners(ops, fed)
     for c in found:
         subst.update(c.build())
     return subst, {v for c in found for v in c.through}
+
+
+def _distinct_winners(ops: Sequence[Operation], fed: Collection[Output]) -> dict[Output, Output]:
+    """A stitch gradient's last writers where the stitch's indices are a partition of
+    the rows 0..n-1 (an MoE's routing): every index is distinct, so each winner is its
+    index (_StitchWinners sorts them to find out)."""
+    subst: dict[Output, Output] = {}
+    for op in ops:
+        if op.type != "_StitchWinners" or op.control_inputs:
+            continue
+        rows = op.inputs[0].op
+        if rows.type != "DynamicPartition" or rows.control_inputs \
+                or sorted(i.index for i in op.inputs if i.op is rows) != \
+                list(range(len(rows.outputs))) \
+                or any(o in fed for o in (*rows.outputs, rows.inputs[0])) \
+                or not is_row_range(rows.inputs[0], rows.inputs[1]):
+            continue
+        subst.update(zip(op.outputs, op.inputs))
+    return subst
 
 
 def _candidate(op: Operation, readers) -> _Candidate | None:

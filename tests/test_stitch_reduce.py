@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import graphflow as gf
-from graphflow.ops import stitch_reduce
+from graphflow.ops import fused_elementwise, stitch_reduce
 
 CALLS = 3  # the 3rd call runs the shape-specialized plan, its loops compiled
 FUSED = {"_StitchSegmentSum", "_StitchProductSum", "_ScaledGatherRows"}
@@ -100,6 +100,7 @@ def test_fused_gives_the_graphs_bits(dtype, scale, scale_first):
     assert fast == slow
     assert FUSED & set(types) == FUSES[scale]
     assert ("DynamicStitch" in types) == (not FUSES[scale])
+    assert "_StitchWinners" not in types  # the indices of a partitioned range are distinct
 
 
 @settings(max_examples=25, deadline=None)
@@ -127,7 +128,7 @@ def test_covered_calls_run_the_loops_not_the_members(monkeypatch):
 
     def no_members(*args):
         raise AssertionError("a covered call ran the members")
-    monkeypatch.setattr(stitch_reduce, "members_runner", no_members)
+    monkeypatch.setattr(fused_elementwise, "members_runner", no_members)
     fast, types = _run(_moe(gf.float32, 5, 6), feeds, calls=5)
     assert fast == slow + slow[:2] and FUSED <= set(types)
 
