@@ -115,3 +115,23 @@ def test_covered_calls_run_the_gather_not_the_members(monkeypatch):
     monkeypatch.setattr(fused_elementwise, "members_runner", no_members)
     fast, types = _run(_build(gf.float64, (16,), 5), feeds)
     assert fast == slow and "_GatherPartition" in types
+
+
+def test_before_the_loop_compiles(monkeypatch):
+    """Until its loop is compiled the node partitions the ids and gathers them in order:
+    the same values, and the same errors."""
+    from graphflow.ops import gather_partition
+
+    class NotCompiled:
+        def ready(self, *args, **kwargs) -> bool:
+            return False
+    monkeypatch.setattr(gather_partition, "_GATHER", NotCompiled())
+    rng = np.random.default_rng(4)
+    feeds = _feeds(gf.int64, (6,), 30, 200, 3, rng)
+    fast, types = _run(_build(gf.int64, (6,), 3), feeds)
+    slow, _ = _run(_build(gf.int64, (6,), 3), feeds, optimize=False)
+    assert fast == slow and "_GatherPartition" in types
+    feeds[2] = feeds[2].copy()
+    feeds[2][3] = -1
+    with pytest.raises(gf.errors.InvalidArgumentError, match=r"partitions\[3\] = -1"):
+        _run(_build(gf.int64, (6,), 3), feeds)
