@@ -37,6 +37,10 @@ NO_GRADIENT_YET = {
     "_GatherReduce": "made by the plan's gather -> combine -> segment-reduce rewrite, after "
                      "gradients",
     "_ProductSum": "made by the plan's product-sum rewrite, after gradients",
+    "_GatherPartition": "made by the plan's gather -> partition rewrite, after gradients",
+    "_StitchSegmentSum": "made by the plan's stitch -> segment-sum rewrite, after gradients",
+    "_StitchProductSum": "made by the plan's stitch -> product-sum rewrite, after gradients",
+    "_ScaledGatherRows": "made by the plan's stitch-gradient rewrite, after gradients",
     "_WhileGrad": "a while loop's gradient; its own gradient (second derivatives through a "
                   "loop) is not written yet",
 }

@@ -89,7 +89,8 @@ OLD_ONNX_SIMPLE = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "RealDiv": "Div", "
 #: graphflow's ops with neither a TFForm nor a TF exporter: the plans' internal ops and
 #: the while loop's gradient bookkeeping (export_tf_graph refuses them, naming the nodes)
 NO_TF_COUNTERPART = frozenset({"_FusedElementwise", "_PartitionedSelect", "_GatherReduce",
-                               "_ProductSum",
+                               "_ProductSum", "_GatherPartition", "_StitchSegmentSum",
+                               "_StitchProductSum", "_ScaledGatherRows",
                                "_WhileRecorded", "_WhileGrad"})
 
 
