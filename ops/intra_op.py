@@ -24,16 +24,21 @@ _pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()
 #: The pool's threads are named so: a call made on one of them runs on one thread
 #: (waiting on the pool from the pool could wait forever).
-_POOL_PREFIX = "graphflow-intra-op"
+POOL_PREFIX = "graphflow-intra-op"
 #: The Session's inter-op pool (runtime/session.py): a kernel on it runs beside others.
 _INTER_OP_PREFIX = "graphflow-inter-op"
 
 
-def _shared_pool() -> ThreadPoolExecutor:
+def cores() -> int:
+    """The cores this process's kernels share."""
+    return _CORES
+
+
+def shared_pool() -> ThreadPoolExecutor:
     global _pool
     with _lock:
         if _pool is None:  # threads start as they are first needed: up to one per core
-            _pool = ThreadPoolExecutor(_CORES, thread_name_prefix=_POOL_PREFIX)
+            _pool = ThreadPoolExecutor(_CORES, thread_name_prefix=POOL_PREFIX)
         return _pool
 
 
@@ -62,7 +67,7 @@ def run_split(fn: Callable[[int, int], T], n: int, threads: int,
     the work. The chunks must write disjoint memory; the first exception is re-raised
     once every thread is done."""
     threads = max(1, min(threads, n))
-    if threads < 2 or threading.current_thread().name.startswith(_POOL_PREFIX):
+    if threads < 2 or threading.current_thread().name.startswith(POOL_PREFIX):
         return [fn(0, n)]
     chunks = max(threads, min(n, chunks or threads))
     bounds = [n * k // chunks for k in range(chunks + 1)]
@@ -75,7 +80,7 @@ def run_split(fn: Callable[[int, int], T], n: int, threads: int,
                 return
             results[k] = fn(bounds[k], bounds[k + 1])
 
-    pool = _shared_pool()
+    pool = shared_pool()
     futures = [pool.submit(work) for _ in range(threads - 1)]
     try:
         work()
@@ -98,7 +103,7 @@ def run_in_chunks(fn: Callable[[int, int], None], n: int, elements: int,
         fn(0, n)
         return
     bounds = [n * k // chunks for k in range(chunks + 1)]
-    futures = [_shared_pool().submit(fn, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    futures = [shared_pool().submit(fn, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
     for f in futures:
         f.result()
 
@@ -109,5 +114,5 @@ def run_each(calls: Sequence[Callable[[], T]], elements: int) -> list[T]:
     The calls must write disjoint memory; the first exception is re-raised."""
     if len(calls) < 2 or _WORKERS < 2 or elements < MIN_PARALLEL_ELEMENTS:
         return [call() for call in calls]
-    futures = [_shared_pool().submit(call) for call in calls]
+    futures = [shared_pool().submit(call) for call in calls]
     return [f.result() for f in futures]

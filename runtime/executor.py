@@ -29,6 +29,7 @@ from .parallel import ParallelRun
 from .pipeline import compile_ir
 from .plan_ir import PlanIR
 from .blas_threads import bound_blas_threads, run_blas_threads
+from .branches import blas_threads as branch_blas_threads, branch_groups, group_runner
 from ..ops.codegen import GeneratedCode, load_python, used_code
 from .run_modes import RunModes
 from .specialize import MAX_SIGHTINGS, MAX_SPECIALIZED, NotSpecializable, needs_specializing
@@ -132,6 +133,9 @@ class Plan:
         self.segment_table = build_segments(self.steps, self.preloaded, self.fetch_slots,
                                             self.junk_slot)
         self.segments = [segment for segment, _ in self.segment_table.values()]
+        # a serial run's independent branches (an MoE's experts), side by side (branches.py)
+        in_segments = {k for _, found in self.segment_table.values() for k in found.members}
+        self.branch_groups = branch_groups(self.steps, in_segments, config)
         self.serial_code: GeneratedCode | None = None  # the serial run's source, once made
         self._releases = live.releases
         self._serial = None if self.parallel else _straight_line(self, live.releases)
@@ -143,6 +147,9 @@ class Plan:
         uses_blas = any(s.op is not None and s.op.op_def.uses_blas for s in self.steps)
         self._blas_threads = {mode: run_blas_threads(config, mode == "parallel") if uses_blas
                               else None for mode in ("serial", "parallel")}
+        if self.branch_groups and uses_blas:  # branches side by side: each its share
+            self._blas_threads["serial"] = branch_blas_threads(self.branch_groups,
+                                                               self._blas_threads["serial"])
         if self.parallel:
             sched = passes.schedule(self.steps)
             self.waiting, self.dependents = sched.waiting, sched.dependents
@@ -344,6 +351,7 @@ def _step_lines(plan: Plan, releases: Sequence[Sequence[int]], env: dict) -> lis
     segments = plan.segment_table
     in_segment: set[int] = set()
     body: list[str] = []
+    groups = {g.first: g for g in plan.branch_groups}
 
     def call_lines(k: int) -> list[str]:
         call = _inline_call(steps[k], k, env)
@@ -358,6 +366,14 @@ def _step_lines(plan: Plan, releases: Sequence[Sequence[int]], env: dict) -> lis
 
     for k in range(len(steps)):
         if k in in_segment:
+            continue
+        if k in groups:
+            group = groups[k]
+            in_segment.update(group.steps)
+            env[f"group{k}"] = group_runner(group, steps, _node_error)
+            body += [f"k = {k}", f"group{k}(s)  # {len(group.branches)} branches side by side: "
+                     f"{_label(steps[group.steps[0]])} .. {_label(steps[group.steps[-1]])}"]
+            body += release_lines(group.steps)
             continue
         if k not in segments:
             body += call_lines(k) + release_lines([k])
