@@ -52,7 +52,7 @@ def _feeds(dtype, row_shape, rows, n, k, rng):
             rng.integers(0, k, n).astype(np.int32)]
 
 
-@pytest.mark.parametrize("dtype", [gf.float32, gf.float64, gf.int32, gf.int64, gf.bool_])
+@pytest.mark.parametrize("dtype", [gf.float32, gf.int64, gf.bool_])
 @pytest.mark.parametrize("row_shape", [(), (5,), (64,), (2, 3)], ids=str)
 def test_fused_gives_the_graphs_values(dtype, row_shape):
     rng = np.random.default_rng(len(row_shape))
