@@ -142,8 +142,9 @@ def group_runner(group: BranchGroup, steps: Sequence[Step], node_error: Callable
     def run(slots) -> None:
         errors: list = []
         run_steps(group.common, slots, errors)
-        if not errors:
-            _side_by_side(group.branches, slots, errors, run_steps, threads)
+        # the branches run even after a common step failed: one of theirs may come
+        # before it in serial order (a step reading the failed one's value fails after it)
+        _side_by_side(group.branches, slots, errors, run_steps, threads)
         if errors:
             k, e = min(errors, key=lambda ke: ke[0])
             raise node_error(steps[k], e) from e
