@@ -92,18 +92,15 @@ def product_sum_pass(ir: PlanIR) -> PlanIR:
     return substitute(ir, product_sum.fuse_product_sums(list(ir.ops), ir.fed, ir.targets))
 
 
-def gather_partition_pass(ir: PlanIR) -> PlanIR:
-    """A gather partitioned as one node that writes the rows once, in partition order
-    (runtime/gather_partition.py)."""
-    return _substitute_covering(ir, *gather_partition.fuse_gather_partitions(
-        list(ir.ops), ir.fed, ir.fetches))
-
-
-def stitch_reduce_pass(ir: PlanIR) -> PlanIR:
-    """An MoE's stitch -> scale -> segment-sum and its gradient's row gathers as nodes that
-    never write the [n, F] routed rows (runtime/stitch_reduce.py)."""
-    return _substitute_covering(ir, *stitch_reduce.fuse_stitch_reduce(
-        list(ir.ops), ir.fed, ir.fetches))
+def routing_pass(ir: PlanIR) -> PlanIR:
+    """An MoE's routing without its [n, F] tensors, in one substitution: the gather
+    partitioned as one node that writes the rows once (runtime/gather_partition.py),
+    the stitch -> scale -> segment-sum and its gradient's row gathers as nodes that
+    read the experts' rows where they lie (runtime/stitch_reduce.py)."""
+    ops = list(ir.ops)
+    found, gone = gather_partition.fuse_gather_partitions(ops, ir.fed, ir.fetches)
+    combined, merged_gone = stitch_reduce.fuse_stitch_reduce(ops, ir.fed, ir.fetches)
+    return _substitute_covering(ir, {**found, **combined}, gone | merged_gone)
 
 
 def _substitute_covering(ir: PlanIR, found: dict, gone: set) -> PlanIR:
@@ -123,15 +120,13 @@ def fuse_pass(ir: PlanIR) -> PlanIR:
 def optimizing_passes(devices, config) -> tuple[Pass, ...]:
     """The compile pipeline of ``SessionConfig(optimize=True)``: folding and
     simplification until neither finds more, then the pattern rewrites, then fusion
-    (the gather-reduce, product-sum, gather-partition and stitch-reduce rewrites and
-    fusion in CPU-only sessions: on a GPU their nodes would run their members one by
-    one)."""
+    (the gather-reduce, product-sum and routing rewrites and fusion in CPU-only
+    sessions: on a GPU their nodes would run their members one by one)."""
     fold = fold_pass(devices, config)
     if any(d.device_type != "cpu" for d in devices):
         return (share_loops_pass, until_stable(fold, simplify_pass), partition_stitch_pass)
     return (share_loops_pass, until_stable(fold, simplify_pass), partition_stitch_pass,
-            gather_reduce_pass, product_sum_pass, gather_partition_pass, stitch_reduce_pass,
-            fuse_pass)
+            gather_reduce_pass, product_sum_pass, routing_pass, fuse_pass)
 
 
 def specialize_pass(feed_shapes: Sequence[tuple]) -> Pass:
