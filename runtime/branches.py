@@ -110,13 +110,14 @@ def _group_after(fork: int, steps, excluded, step_of_op) -> BranchGroup | None:
 
 
 def _pure(step: Step) -> bool:
-    """A step that reads and writes nothing but its slots: a kernel of a stateless op,
-    or a copy onto this process's CPU (a feed's, which passes a host array through)."""
+    """A step that reads and writes nothing but its slots: a CPU kernel of a stateless
+    op (a GPU's kernels stay on one thread's stream), or a copy onto this process's CPU
+    (a feed's, which passes a host array through)."""
     if isinstance(step, CopyStep):
         return step.device.device_type == "cpu" and (
             step.source is None or step.source.device_type == "cpu")
-    return isinstance(step, KernelStep) and not step.op.op_def.stateful \
-        and step.op.type != "NoOp"
+    return isinstance(step, KernelStep) and step.device.device_type == "cpu" \
+        and not step.op.op_def.stateful and step.op.type != "NoOp"
 
 
 def _is_product(step: Step) -> bool:

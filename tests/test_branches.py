@@ -154,3 +154,43 @@ def test_no_group_where_branches_join_or_a_step_is_not_pure():
              rng.normal(size=(6, 6)).astype(np.float32)]
     _, code = _run(gf.SessionConfig(inter_op_threads=1), build, feeds)
     assert "branches side by side" not in code
+
+
+@needs_cores
+def test_a_branch_error_before_a_failing_common_step_is_the_one_raised():
+    """A step that reads no branch runs before the branches; when it fails, a branch
+    step that comes first in serial order and fails too is the error raised."""
+    def build(s):
+        x = s.placeholder(gf.float32, shape=[None, None])
+        expert_of = s.placeholder(gf.int32, shape=[None])
+        a = s.placeholder(gf.float32, shape=[None, 5], name="a")
+        table = s.placeholder(gf.float32, shape=[None, 5])
+        pick = s.placeholder(gf.int32, shape=[None])
+        parts = s.dynamic_partition(x, expert_of, 2)
+        first = s.matmul(parts[0], a, name="first")  # serial order: first, then lookup
+        looked_up = s.gather_v2(table, pick, 0, name="lookup")
+        second = s.matmul(parts[1], a, name="second")
+        return [s.matmul(first, looked_up, transpose_b=True), second], \
+            [x, expert_of, a, table, pick]
+    rng = np.random.default_rng(5)
+    good = [rng.normal(size=(40, 5)).astype(np.float32), rng.integers(0, 2, 40).astype(np.int32),
+            rng.normal(size=(5, 5)).astype(np.float32), rng.normal(size=(6, 5)).astype(np.float32),
+            np.array([0, 1], np.int32)]
+    bad = list(good)
+    bad[2] = rng.normal(size=(4, 5)).astype(np.float32)  # both products fail
+    bad[4] = np.array([0, 9], np.int32)  # and so does the lookup, after the first product
+    messages, codes = [], []
+    for config in (gf.SessionConfig(inter_op_threads=1),
+                   gf.SessionConfig(inter_op_threads=1, intra_op_threads=1)):
+        s = gf.Scope(gf.Graph())
+        fetches, placeholders = build(s)
+        with gf.Session(s.graph, config) as sess:
+            f = sess.make_callable(fetches, placeholders)
+            for _ in range(CALLS):
+                f(*good)
+            with pytest.raises(gf.errors.InvalidArgumentError) as caught:
+                f(*bad)
+            messages.append(str(caught.value))
+            codes.append(_code(sess))
+    assert messages[0] == messages[1] and "[node first]" in messages[0]
+    assert "branches side by side" in codes[0]
