@@ -21,7 +21,7 @@ from graphflow.registry import IntAttr, TypeAttr, register_op
 
 from . import parallel_gather, partition_loops
 from .fused_elementwise import run_members
-from .gather_reduce import _first_bad as first_bad
+from .gather_reduce import first_bad
 from .intra_op import kernel_threads
 from .jit import kernel
 from .tiering import Tiered

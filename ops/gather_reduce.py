@@ -73,7 +73,7 @@ NONE, ONE, PER_EDGE, FULL = 0, 1, 2, 3
 
 # -- the compiled loops ------------------------------------------------------------------------
 @kernel
-def _first_bad(ids, bound, negatives_drop):
+def first_bad(ids, bound, negatives_drop):
     """The index of the first id out of [0, bound) (negative ids allowed when they drop),
     or -1."""
     for i in range(ids.shape[0]):
@@ -243,11 +243,11 @@ def _checked(ctx, ids, bound: int, negatives_drop: bool, constant: str) -> bool:
     """Whether every id is in [0, bound) (or negative, where those drop); known once per
     plan and bound for constant ids."""
     if not ctx.attrs[constant]:
-        return _first_bad(ids, bound, negatives_drop) < 0
+        return first_bad(ids, bound, negatives_drop) < 0
     key = (constant, bound)
     ok = ctx.cache.get(key)
     if ok is None:
-        ok = ctx.cache[key] = bool(_first_bad(ids, bound, negatives_drop) < 0)
+        ok = ctx.cache[key] = bool(first_bad(ids, bound, negatives_drop) < 0)
     return ok
 
 
@@ -360,7 +360,7 @@ def _lower_gather_reduce(spec) -> Lowering | None:
         f"    {{t}}out = np.empty(({n}, {width}), {literal})",
         f"    {{rows}}({{t}}out, {call})",
         f"    {{o0}} = {{t}}out.reshape({shape_literal(out_shape)})"]),
-        {"first_bad": _first_bad, "bucket": _bucket_by_segment, "rows": loop}, weight=2)
+        {"first_bad": first_bad, "bucket": _bucket_by_segment, "rows": loop}, weight=2)
 
 
 def _static_pass(spec) -> tuple | None:

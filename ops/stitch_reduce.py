@@ -36,8 +36,8 @@ from graphflow.dtypes import float32, float64
 from graphflow.registry import BoolAttr, IntAttr, TypeAttr, register_op
 
 from .fused_elementwise import run_members
-from .gather_reduce import FULL, NONE, ONE, PER_EDGE, scale_kind_of
-from .gather_reduce import _first_bad as first_bad
+from . import partition_loops
+from .gather_reduce import FULL, NONE, ONE, PER_EDGE, first_bad, scale_kind_of
 from .intra_op import run_in_chunks
 from .jit import kernel
 from .product_sum import row_product_sum
@@ -181,12 +181,7 @@ _SUM, _PRODUCTS, _SCALED = (Tiered(f) for f in (stitch_scale_sum, part_product_r
 # -- shared steps --------------------------------------------------------------------------
 def _frozen(arrays) -> tuple:
     """Contiguous, read-only views of ``arrays``: one numba type for the tuple's items."""
-    out = []
-    for a in arrays:
-        v = np.ascontiguousarray(a).view()
-        v.flags.writeable = False
-        out.append(v)
-    return tuple(out)
+    return tuple(partition_loops.readonly(np.ascontiguousarray(a)) for a in arrays)
 
 
 def _placed(indices, data, dtype):

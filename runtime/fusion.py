@@ -69,6 +69,15 @@ def _fusible(op: Operation, fed: Collection[Output], waited_on: set[Operation]) 
     return rule.compiles([o.dtype.as_numpy_dtype for o in (*op.inputs, *op.outputs)], op.attrs)
 
 
+def readers_of(ops: Sequence[Operation]) -> dict[Output, list[Operation]]:
+    """Each value's readers among ``ops`` (an op reading it twice, twice)."""
+    readers: dict[Output, list[Operation]] = {}
+    for op in ops:
+        for i in op.inputs:
+            readers.setdefault(i, []).append(op)
+    return readers
+
+
 def on_the_cpu(op: Operation) -> bool:
     """Whether ``op`` asks for no device but this process's CPU."""
     try:

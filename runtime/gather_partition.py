@@ -17,7 +17,7 @@ from graphflow.graph import Operation, Output
 from graphflow.inference import constant_value
 from graphflow.registry import op_def
 
-from .fusion import on_the_cpu
+from .fusion import on_the_cpu, readers_of
 
 
 def fuse_gather_partitions(ops: Sequence[Operation], fed: Collection[Output],
@@ -26,12 +26,8 @@ def fuse_gather_partitions(ops: Sequence[Operation], fed: Collection[Output],
     partition a private gather, and the gathers' outputs no longer computed (a plan
     root among them, kept for its errors, is the fused node's to raise)."""
     fetched = {t for t in fetches if isinstance(t, Output)}
-    readers: dict[Output, list[Operation]] = {}
-    waited_on: set[Operation] = set()
-    for op in ops:
-        for i in op.inputs:
-            readers.setdefault(i, []).append(op)
-        waited_on.update(op.control_inputs)
+    readers = readers_of(ops)
+    waited_on = {c for op in ops for c in op.control_inputs}
     subst: dict[Output, Output] = {}
     gone: set[Output] = set()
     for op in ops:

@@ -26,7 +26,7 @@ from graphflow.inference import constant_value
 from graphflow.registry import op_def
 
 from ..ops.gather_reduce import COMBINES, REDUCES
-from .fusion import on_the_cpu
+from .fusion import on_the_cpu, readers_of
 
 _DTYPES = ("float32", "float64")
 
@@ -36,10 +36,7 @@ def fuse_gather_reduce(ops: Sequence[Operation], fed: Collection[Output],
     """Substitutes for the segment reductions of ``ops`` (a plan's, every op the
     ``targets`` need) that end a gather -> combine -> reduce."""
     fetched = {t for t in targets if isinstance(t, Output)}
-    readers: dict[Output, list[Operation]] = {}
-    for op in ops:
-        for i in op.inputs:
-            readers.setdefault(i, []).append(op)
+    readers = readers_of(ops)
     found: dict[Output, Output] = {}
     for op in ops:
         if op.type in REDUCES:

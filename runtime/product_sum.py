@@ -15,7 +15,7 @@ from graphflow.graph import Operation, Output
 from graphflow.inference import constant_value
 from graphflow.registry import op_def
 
-from .fusion import on_the_cpu
+from .fusion import on_the_cpu, readers_of
 
 _DTYPES = ("float32", "float64")
 
@@ -25,10 +25,7 @@ def fuse_product_sums(ops: Sequence[Operation], fed: Collection[Output],
     """Substitutes for the Sums of ``ops`` (a plan's) that sum a private product over
     its last axis."""
     fetched = {t for t in targets if isinstance(t, Output)}
-    readers: dict[Output, list[Operation]] = {}
-    for op in ops:
-        for i in op.inputs:
-            readers.setdefault(i, []).append(op)
+    readers = readers_of(ops)
     found: dict[Output, Output] = {}
     for op in ops:
         if op.type == "Sum":

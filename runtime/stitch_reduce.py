@@ -29,7 +29,7 @@ from graphflow.graph import Operation, Output
 from graphflow.inference import constant_value
 from graphflow.registry import op_def
 
-from .fusion import on_the_cpu
+from .fusion import on_the_cpu, readers_of
 from .partition_stitch import is_row_range
 
 _DTYPES = ("float32", "float64")
@@ -53,12 +53,8 @@ def fuse_stitch_reduce(ops: Sequence[Operation], fed: Collection[Output],
     Shape of it folded) is one too: the fused nodes raise its errors, running the
     nodes they stand for where a call is not one they cover."""
     fetched = {t for t in fetches if isinstance(t, Output)}
-    readers: dict[Output, list[Operation]] = {}
-    waited_on: set[Operation] = set()
-    for op in ops:
-        for i in op.inputs:
-            readers.setdefault(i, []).append(op)
-        waited_on.update(op.control_inputs)
+    readers = readers_of(ops)
+    waited_on = {c for op in ops for c in op.control_inputs}
     found = [c for op in ops for c in (_candidate(op, readers),) if c is not None]
     while True:  # drop the rewrites that would leave a value they read through needed
         inside = {op for c in found for op in c.members}
@@ -223,6 +219,8 @@ def _scaled_gather(mul: Operation, readers) -> _Candidate | None:
         return None  # a stand-in for the last one would run after a reader of an earlier one
     gather_op, params, ids, ignore_bad = gather
     picks = [op.inputs[1] for op in pickers]
+    if len({p.dtype for p in picks}) != 1:
+        return None
     outs = [op.outputs[0] for op in pickers]
     members = _in_order(gather_op, mul, *pickers)
     externals = (params, ids, scale, *picks)
@@ -235,8 +233,6 @@ def _scaled_gather(mul: Operation, readers) -> _Candidate | None:
                                   (1, 1, 1, len(picks)), attrs,
                                   [(o.dtype, o.shape) for o in outs])
         return dict(zip(outs, node.outputs))
-    if len({p.dtype for p in picks}) != 1:
-        return None
     return _Candidate(members, (rows, product), build)
 
 

@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.plan_steps import bits
 
 import graphflow as gf
 from graphflow.ops import intra_op
 
 CALLS = 4
-
-
-def _bits(values):
-    return [(np.asarray(v).dtype.str, np.asarray(v).shape, np.asarray(v).tobytes())
-            for v in values]
 
 
 def _code(sess) -> str:
@@ -55,7 +51,26 @@ def _run(config, build, feeds):
     fetches, placeholders = build(s)
     with gf.Session(s.graph, config) as sess:
         f = sess.make_callable(fetches, placeholders)
-        return [_bits(f(*feeds)) for _ in range(CALLS)], _code(sess)
+        return [bits(f(*feeds)) for _ in range(CALLS)], _code(sess)
+
+
+def _errors(build, good, bad) -> list[tuple[str, str]]:
+    """(the error of a call fed ``bad``, the plans' code) with branches side by side and
+    one step at a time, each after CALLS good calls; a good call after the error gives
+    the bits the good calls gave (the session goes on)."""
+    found = []
+    for config in (gf.SessionConfig(inter_op_threads=1),
+                   gf.SessionConfig(inter_op_threads=1, intra_op_threads=1)):
+        s = gf.Scope(gf.Graph())
+        fetches, placeholders = build(s)
+        with gf.Session(s.graph, config) as sess:
+            f = sess.make_callable(fetches, placeholders)
+            want = [bits(f(*good)) for _ in range(CALLS)]
+            with pytest.raises(gf.errors.InvalidArgumentError) as caught:
+                f(*bad)
+            assert bits(f(*good)) == want[-1]
+            found.append((str(caught.value), _code(sess)))
+    return found
 
 
 needs_cores = pytest.mark.skipif(intra_op.cores() < 2, reason="one core: no branches")
@@ -95,7 +110,7 @@ def test_a_training_step_with_branches_gives_the_same_bits():
             feeds = [rng.normal(size=(200, 8)).astype(np.float32),
                      rng.integers(0, 3, 200).astype(np.int32)]
             losses = [f(*feeds)[1] for _ in range(CALLS)]
-            return _bits(losses + sess.run(ws)), _code(sess)
+            return bits(losses + sess.run(ws)), _code(sess)
     side, code = step(gf.SessionConfig(inter_op_threads=1))
     alone, _ = step(gf.SessionConfig(inter_op_threads=1, intra_op_threads=1))
     assert side == alone and "branches side by side" in code
@@ -120,21 +135,9 @@ def test_the_first_error_in_serial_order_is_raised_and_the_session_goes_on():
     bad = list(good)
     bad[2] = rng.normal(size=(4, 5)).astype(np.float32)  # first's inner dims: 5 against 4
     bad[3] = rng.normal(size=(3, 5)).astype(np.float32)
-    messages, codes = [], []
-    for config in (gf.SessionConfig(inter_op_threads=1),
-                   gf.SessionConfig(inter_op_threads=1, intra_op_threads=1)):
-        s = gf.Scope(gf.Graph())
-        fetches, placeholders = build(s)
-        with gf.Session(s.graph, config) as sess:
-            f = sess.make_callable(fetches, placeholders)
-            want = [_bits(f(*good)) for _ in range(CALLS)]
-            with pytest.raises(gf.errors.InvalidArgumentError) as caught:
-                f(*bad)
-            messages.append(str(caught.value))
-            assert _bits(f(*good)) == want[-1]
-            codes.append(_code(sess))
-    assert messages[0] == messages[1] and "[node first]" in messages[0]
-    assert "branches side by side" in codes[0] and "branches side by side" not in codes[1]
+    (side, side_code), (alone, alone_code) = _errors(build, good, bad)
+    assert side == alone and "[node first]" in side
+    assert "branches side by side" in side_code and "branches side by side" not in alone_code
 
 
 @needs_cores
@@ -179,18 +182,6 @@ def test_a_branch_error_before_a_failing_common_step_is_the_one_raised():
     bad = list(good)
     bad[2] = rng.normal(size=(4, 5)).astype(np.float32)  # both products fail
     bad[4] = np.array([0, 9], np.int32)  # and so does the lookup, after the first product
-    messages, codes = [], []
-    for config in (gf.SessionConfig(inter_op_threads=1),
-                   gf.SessionConfig(inter_op_threads=1, intra_op_threads=1)):
-        s = gf.Scope(gf.Graph())
-        fetches, placeholders = build(s)
-        with gf.Session(s.graph, config) as sess:
-            f = sess.make_callable(fetches, placeholders)
-            for _ in range(CALLS):
-                f(*good)
-            with pytest.raises(gf.errors.InvalidArgumentError) as caught:
-                f(*bad)
-            messages.append(str(caught.value))
-            codes.append(_code(sess))
-    assert messages[0] == messages[1] and "[node first]" in messages[0]
-    assert "branches side by side" in codes[0]
+    (side, side_code), (alone, _) = _errors(build, good, bad)
+    assert side == alone and "[node first]" in side
+    assert "branches side by side" in side_code

@@ -6,25 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from support.plan_steps import bits, step_types
 
 import graphflow as gf
 
 CALLS = 3
-
-
-def _bits(values):
-    return [(np.asarray(v).dtype.str, np.asarray(v).shape, np.asarray(v).tobytes())
-            for v in values]
-
-
-def _steps(sess) -> list[str]:
-    types = []
-    for plan in sess._plans.values():
-        types += [s.op.type for s in plan.steps if s.op is not None]
-        for special in plan.specialized.values():
-            if special is not None:
-                types += [s.op.type for s in special.steps if s.op is not None]
-    return types
 
 
 def _build(dtype, row_shape, k, fetch_rows=False):
@@ -43,7 +29,7 @@ def _run(build, feeds, optimize=True, calls=CALLS):
     fetches, placeholders = build(s)
     with gf.Session(s.graph, gf.SessionConfig(optimize=optimize)) as sess:
         f = sess.make_callable(fetches, placeholders)
-        return [_bits(f(*feeds)) for _ in range(calls)], _steps(sess)
+        return [bits(f(*feeds)) for _ in range(calls)], step_types(sess, general=True)
 
 
 def _feeds(dtype, row_shape, rows, n, k, rng):
@@ -87,13 +73,13 @@ def test_bad_ids_are_the_graphs_errors_and_the_session_recovers(bad, message):
     fetches, placeholders = _build(gf.float32, (8,), 4)(s)
     with gf.Session(s.graph) as sess:
         f = sess.make_callable(fetches, placeholders)
-        first = _bits(f(*feeds))
+        first = bits(f(*feeds))
         for _ in range(CALLS):
             f(*feeds)
         with pytest.raises(gf.errors.InvalidArgumentError, match=message):
             f(*wrong)
-        assert _bits(f(*feeds)) == first
-        assert "_GatherPartition" in _steps(sess)
+        assert bits(f(*feeds)) == first
+        assert "_GatherPartition" in step_types(sess, general=True)
 
 
 def test_not_fused_where_the_gathered_rows_are_fetched():

@@ -7,27 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from support.plan_steps import bits, step_types
 from support.segments import segments_of
 
 import graphflow as gf
 from graphflow.ops import product_sum, tiering
 
 CALLS = 3  # the 3rd call runs after the compile (segments: compiled at the 2nd)
-
-
-def _bits(values):
-    return [(np.asarray(v).dtype.str, np.asarray(v).shape, np.asarray(v).tobytes())
-            for v in values]
-
-
-def _specialized_steps(sess) -> list[str]:
-    """The step types of the plans specialized for the fed shapes (what the 3rd call ran)."""
-    types = []
-    for plan in sess._plans.values():
-        for special in plan.specialized.values():
-            if special is not None:
-                types += [s.op.type for s in special.steps if s.op is not None]
-    return types
 
 
 def _run(build, feeds: list, optimize: bool = True):
@@ -37,8 +23,8 @@ def _run(build, feeds: list, optimize: bool = True):
     fetches, placeholders = build(s)
     with gf.Session(s.graph, gf.SessionConfig(optimize=optimize)) as sess:
         f = sess.make_callable(fetches, placeholders)
-        results = [_bits(f(*feeds)) for _ in range(CALLS)]
-        return results, _specialized_steps(sess)
+        results = [bits(f(*feeds)) for _ in range(CALLS)]
+        return results, step_types(sess)
 
 
 def _dot(shape, dtype, axis=-1, keep_dims=False, fetch_product=False, other_reader=False):
@@ -141,7 +127,7 @@ def test_inside_a_compiled_segment(monkeypatch):
     fetches, placeholders = build(s)
     with gf.Session(s.graph) as sess:
         f = sess.make_callable(fetches, placeholders)
-        fast = [_bits(f(*feeds)) for _ in range(CALLS)]
+        fast = [bits(f(*feeds)) for _ in range(CALLS)]
         segments = segments_of(sess)
         assert any("product_rows" in (seg.source or "") and seg.runs for seg in segments)
     assert fast == _run(build, feeds, optimize=False)[0]

@@ -7,26 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from support.plan_steps import bits, step_types
 
 import graphflow as gf
 from graphflow.ops import fused_elementwise, stitch_reduce
 
 CALLS = 3  # the 3rd call runs the shape-specialized plan, its loops compiled
 FUSED = {"_StitchSegmentSum", "_StitchProductSum", "_ScaledGatherRows"}
-
-
-def _bits(values):
-    return [(np.asarray(v).dtype.str, np.asarray(v).shape, np.asarray(v).tobytes())
-            for v in values]
-
-
-def _specialized_steps(sess) -> list[str]:
-    types = []
-    for plan in sess._plans.values():
-        for special in plan.specialized.values():
-            if special is not None:
-                types += [s.op.type for s in special.steps if s.op is not None]
-    return types
 
 
 def _moe(dtype, experts: int, width: int, scale: str = "column", scale_first: bool = False,
@@ -77,8 +64,8 @@ def _run(build, feeds, optimize: bool = True, calls: int = CALLS):
     fetches, placeholders = build(s)
     with gf.Session(s.graph, gf.SessionConfig(optimize=optimize)) as sess:
         f = sess.make_callable(fetches, placeholders)
-        results = [_bits(f(*feeds)) for _ in range(calls)]
-        return results, _specialized_steps(sess)
+        results = [bits(f(*feeds)) for _ in range(calls)]
+        return results, step_types(sess)
 
 
 #: what fuses per scale: a column's gradient is a row-wise dot (_ProductSum); a full or
@@ -143,12 +130,12 @@ def test_an_expert_id_out_of_range_is_the_partitions_error_and_the_session_recov
     fetches, placeholders = _moe(gf.float32, 4, 8)(s)
     with gf.Session(s.graph) as sess:
         f = sess.make_callable(fetches, placeholders)
-        first = _bits(f(*good))
+        first = bits(f(*good))
         for _ in range(CALLS):
             f(*good)
         with pytest.raises(gf.errors.InvalidArgumentError, match=r"partitions\[5\] = 4 is not in \[0, 4\)"):
             f(*bad)
-        assert _bits(f(*good)) == first
+        assert bits(f(*good)) == first
 
 
 def test_a_token_id_past_the_segments_is_the_segment_sums_error():

@@ -113,7 +113,7 @@ def test_a_loop_that_should_not_wait_loads_from_the_disk_cache_never_compiles(ti
     a kernel numba's disk cache holds is loaded in the call; one it does not hold is
     not compiled in the call (the caller runs the members while it compiles away)."""
     from graphflow.ops import gather_reduce, tiering
-    fn = gather_reduce._bucket_by_segment  # not _first_bad: test_compile_worker reads its index
+    fn = gather_reduce._bucket_by_segment  # not first_bad: test_compile_worker reads its index
     # a signature nothing else asks for (one per case: a second ask starts a compile)
     args = (np.array([3, 1], np.uint32 if cached else np.uint16), 4)
     signature = tuple(numba.typeof(a) for a in args)
