@@ -8,7 +8,9 @@ own modules compiles in the compile worker process (ops/compile_worker.py), whic
 fills numba's disk cache; the background thread then only loads it (milliseconds),
 so the caller's GIL is never held by numba's compiler. The first asks of a
 signature compile nothing (:data:`COMPILE_AFTER_CALLS`): a graph run once never
-waits on numba. ``GRAPHFLOW_TIERED=0`` compiles in the call instead (the tests).
+waits on numba. Other Python work that must not stall a call (a shape-specialized
+plan's passes) runs :func:`in_background`, paced (:func:`pace`) so that the caller
+keeps most of the GIL. ``GRAPHFLOW_TIERED=0`` compiles in the call instead (the tests).
 """
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import logging
 import os
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numba
 import numpy as np
@@ -55,20 +58,90 @@ def compiled_for(fn, args: tuple, asked_before: int = 0) -> bool:
     signature = _signature(fn, args)
     if signature in fn.overloads:
         return True
-    global _compiler
     with _compiling_lock:
         future = _compiling.get((fn, signature))
         if future is None:
+            if _standing_in:
+                return False
             asked = _asked[(fn, signature)] = _asked.get((fn, signature), asked_before) + 1
             if asked < COMPILE_AFTER_CALLS:
                 return False
             del _asked[(fn, signature)]
-            if _compiler is None:
-                _compiler = ThreadPoolExecutor(1, thread_name_prefix="graphflow-compile")
-            future = _compiling[(fn, signature)] = _compiler.submit(_compile, fn, signature)
+            future = _compiling[(fn, signature)] = _background_thread().submit(
+                _compile, fn, signature)
     # done: compiled, or failed, when the caller's own call fails in its words (a fused
     # node then runs its nodes one by one, a segment its steps, from then on)
     return future.done()
+
+
+def _background_thread() -> ThreadPoolExecutor:
+    global _compiler
+    if _compiler is None:  # under _compiling_lock
+        _compiler = ThreadPoolExecutor(1, thread_name_prefix="graphflow-compile")
+    return _compiler
+
+
+_worker = None  # in_background's thread
+
+
+def in_background(fn, *args) -> Future:
+    """``fn(*args)`` on a background thread of its own (one job at a time; not the compile
+    thread, where it would wait behind a cold compile of seconds), with a short switch
+    interval (:func:`switching_often`) and paced (:func:`pace`); pending, it counts in
+    :func:`compiles_pending`. For Python work that must not stall a call: a
+    shape-specialized plan's passes (runtime/executor.py)."""
+    global _worker
+    def run():
+        _pacing.slice_start = time.perf_counter()
+        try:
+            with switching_often():
+                return fn(*args)
+        finally:
+            del _pacing.slice_start
+
+    with _compiling_lock:
+        if _worker is None:
+            _worker = ThreadPoolExecutor(1, thread_name_prefix="graphflow-background")
+        future = _worker.submit(run)
+        _other_work.add(future)
+    future.add_done_callback(_other_work.discard)
+    return future
+
+
+_other_work: set = set()  # in_background's futures not done
+_pacing = threading.local()  # slice_start: where in_background's work is paced
+
+#: The share of the wall time that background work paced by :func:`pace` takes at most.
+BACKGROUND_SHARE = 0.5
+
+
+def pace() -> None:
+    """A checkpoint of work running :func:`in_background` (a compile pass's end): it
+    sleeps for as long as it worked since the last checkpoint, times
+    ``1 / BACKGROUND_SHARE - 1``, so that the caller, sharing the GIL with it, runs at
+    least at ``1 - BACKGROUND_SHARE / 2`` of its speed. Elsewhere (work done in the
+    call) it does nothing."""
+    start = getattr(_pacing, "slice_start", None)
+    if start is not None:
+        time.sleep((time.perf_counter() - start) * (1 / BACKGROUND_SHARE - 1))
+        _pacing.slice_start = time.perf_counter()
+
+_standing_in = 0  # runs inside standing_in(), on any thread
+
+
+@contextlib.contextmanager
+def standing_in():
+    """A run of a plan that another replaces soon (a general plan while its
+    shape-specialized plan is built): the kernels it asks for are not asked for by the
+    plan that will run, so its asks start no compile (nor count towards one)."""
+    global _standing_in
+    with _compiling_lock:
+        _standing_in += 1
+    try:
+        yield
+    finally:
+        with _compiling_lock:
+            _standing_in -= 1
 
 
 def _signature(fn, args: tuple) -> tuple:
@@ -86,12 +159,16 @@ def _compile(fn, signature) -> bool:
     by the compile worker (ops/compile_worker.py) and loaded from the disk cache, its
     GIL-holding compile away from the caller's threads; any other here."""
     compile_elsewhere(fn, signature)
+    _pacing.slice_start = time.perf_counter()  # the load (or compile) here holds the GIL
     try:
-        with _switching_often():
+        with switching_often():
             fn.compile(signature)
     except Exception as e:  # noqa: BLE001 - the foreground call reports it
         log.debug("background compile of %s failed: %s", fn, e)
         return False
+    finally:
+        pace()
+        del _pacing.slice_start
     return True
 
 
@@ -99,26 +176,41 @@ def _compile(fn, signature) -> bool:
 LOADING_SWITCH_INTERVAL_S = 0.0002
 
 
+_switching = 0  # threads inside switching_often()
+_switching_lock = threading.Lock()
+_usual_interval = sys.getswitchinterval()
+
+
 @contextlib.contextmanager
-def _switching_often():
-    """Loading a cached kernel is hundreds of short calls into LLVM, each of which
-    releases the GIL; beside a caller busy in Python each then waits out the caller's
-    switch interval to get it back (a 1000-node chain's segment took 5 s to load so,
-    its steps run one by one meanwhile). A short interval while it loads lets the
-    two take turns quickly."""
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(min(interval, LOADING_SWITCH_INTERVAL_S))
+def switching_often():
+    """Background work beside a caller busy in Python: a short switch interval lets the
+    two take turns quickly. Loading a cached kernel is hundreds of short calls into
+    LLVM, each of which releases the GIL; beside a caller busy in Python each then
+    waits out the caller's switch interval to get it back (a 1000-node chain's segment
+    took 5 s to load so, its steps run one by one meanwhile). And a plan's passes on the
+    background thread (runtime/executor.py) would hold the GIL for whole intervals
+    while the caller's run waits to hand a kernel's result on. Threads may nest it: the
+    usual interval comes back when the last one leaves."""
+    global _switching, _usual_interval
+    with _switching_lock:
+        if _switching == 0:
+            _usual_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(_usual_interval, LOADING_SWITCH_INTERVAL_S))
+        _switching += 1
     try:
         yield
     finally:
-        sys.setswitchinterval(interval)
+        with _switching_lock:
+            _switching -= 1
+            if _switching == 0:
+                sys.setswitchinterval(_usual_interval)
 
 
 def compiles_pending() -> int:
     """How many background compiles have been asked for and are not done (a benchmark
     waits for none before it times a steady state)."""
     with _compiling_lock:
-        return sum(not future.done() for future in _compiling.values())
+        return sum(not future.done() for future in _compiling.values()) + len(_other_work)
 
 
 class Tiered:

@@ -12,8 +12,10 @@ A parallel run's scheduler is ``runtime/parallel.py``.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from concurrent.futures import Future
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -31,6 +33,7 @@ from .plan_ir import PlanIR
 from .blas_threads import bound_blas_threads, run_blas_threads
 from .branches import blas_threads as branch_blas_threads, branch_groups, group_runner
 from ..ops.codegen import GeneratedCode, load_python, used_code
+from ..ops.tiering import in_background, pace, standing_in, tiered
 from .run_modes import RunModes
 from .specialize import MAX_SIGHTINGS, MAX_SPECIALIZED, NotSpecializable, needs_specializing
 from .segments import build_segments
@@ -40,6 +43,8 @@ from .tracing import RunMetadata, traced
 #: A node whose output has at least this many elements counts as heavy: only
 #: heavy independent nodes are worth a thread hop.
 HEAVY_ELEMENTS = 1 << 17
+
+log = logging.getLogger("graphflow.runtime")
 
 
 class ForwardCounter:
@@ -76,11 +81,13 @@ class Plan:
         self.ir = ir
         self.substitutions = dict(ir.replaced)
         live = self._lay_out(ir, devices, config, forward_counter, resources)
+        pace()  # built on the background thread: the caller's share of the GIL
         self._prepare_runs(ir, live, config)
         # shape specialization (runtime/specialize.py): signature -> plan, or None for
         # "run the general plan"; how often each unspecialized signature was seen
         self._specializes = config.optimize and needs_specializing(self.feeds)
         self._specialized: dict[tuple, Plan | None] = {}
+        self._building: dict[tuple, Future] = {}  # signature -> its plan, built meanwhile
         self._sightings: dict[tuple, int] = {}
         self._specialize_lock = threading.Lock()
 
@@ -161,7 +168,11 @@ class Plan:
         plan = self if plan is None else plan
         plan.buffers.start_run()
         plan.returned.take_back()  # what the caller dropped since: the pool's again
-        fetched = plan._run(feed_values, pool, metadata)
+        if plan is self and self._building:  # standing in for a plan being built
+            with standing_in():
+                fetched = plan._run(feed_values, pool, metadata)
+        else:
+            fetched = plan._run(feed_values, pool, metadata)
         plan.returned.hold(fetched)
         return fetched
 
@@ -177,7 +188,14 @@ class Plan:
         with self._specialize_lock:
             if key in self._specialized:
                 return self._specialized[key]
-            if len(self._specialized) >= MAX_SPECIALIZED or None in key:
+            building = self._building.get(key)
+            if building is not None:
+                if not building.done():
+                    return None  # the general plan runs until it is built
+                del self._building[key]
+                plan = self._specialized[key] = building.result()
+                return plan
+            if len(self._specialized) + len(self._building) >= MAX_SPECIALIZED or None in key:
                 return None
             sightings = self._sightings
             seen = sightings.pop(key, 0) + 1
@@ -186,15 +204,31 @@ class Plan:
                     del sightings[next(iter(sightings))]
                 sightings[key] = seen
                 return None
-            graph, fetches, feeds, devices, config, counter, resources = self._build_args
-            try:
-                ir = compile_ir(fetches, feeds, devices, config, feed_shapes=key)
-                plan = Plan(graph, fetches, feeds, devices, config, counter, resources, ir=ir)
-                plan._specializes = False
-            except NotSpecializable:
-                plan = None
-            self._specialized[key] = plan
+            if tiered():  # built on the background thread: its passes never stall a call
+                self._building[key] = in_background(self._specialize_quietly, key)
+                return None
+            plan = self._specialized[key] = self._specialize(key)
             return plan
+
+    def _specialize(self, key: tuple) -> "Plan | None":
+        """A plan for feed shapes ``key``; None where a shape rule refuses them."""
+        graph, fetches, feeds, devices, config, counter, resources = self._build_args
+        try:
+            ir = compile_ir(fetches, feeds, devices, config, feed_shapes=key)
+        except NotSpecializable:
+            return None
+        plan = Plan(graph, fetches, feeds, devices, config, counter, resources, ir=ir)
+        plan._specializes = False
+        return plan
+
+    def _specialize_quietly(self, key: tuple) -> "Plan | None":
+        """:meth:`_specialize` in the background: what goes wrong there, the general plan
+        meets (and reports, in its words) in the calls."""
+        try:
+            return self._specialize(key)
+        except Exception as e:  # noqa: BLE001 - the general plan runs instead
+            log.debug("specializing a plan for shapes %s failed: %r", key, e)
+            return None
 
     @property
     def code(self) -> list:

@@ -15,6 +15,8 @@ from typing import Sequence
 
 from graphflow.graph import Output
 
+from ..ops.tiering import pace
+
 from . import (control_flow, folding, fusion, gather_partition, gather_reduce,
                partition_stitch, product_sum, simplify, stitch_reduce)
 from .passes import require_feeds
@@ -41,6 +43,7 @@ def stages(ir: PlanIR, passes: Sequence[Pass]):
         ir = p(ir)
         if checking:
             check_ir(ir, p.__name__, graph_before)
+        pace()  # on the background thread, the caller's share of the GIL
         yield p.__name__, ir
 
 
