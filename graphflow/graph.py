@@ -94,7 +94,8 @@ class Operation:
         self.inputs = tuple(inputs)
         self.arg_lengths = arg_lengths  # number of flat inputs behind each declared input arg
         self.control_inputs = tuple(control_inputs)
-        self.attrs = MappingProxyType(dict(attrs))
+        # a plan's copy shares its original's (read-only) attrs
+        self.attrs = attrs if type(attrs) is MappingProxyType else MappingProxyType(dict(attrs))
         self.device = device
         self.outputs: tuple[Output, ...] = ()
         self.site = site
@@ -163,8 +164,12 @@ class PlanNode(Operation):
 
     __slots__ = ("_frozen",)
 
+    def __init__(self, *args) -> None:
+        object.__setattr__(self, "_frozen", False)  # set first: the check below is a read
+        super().__init__(*args)
+
     def __setattr__(self, name: str, value: Any) -> None:
-        if getattr(self, "_frozen", False):
+        if self._frozen:
             raise AttributeError(f"plan node '{self.name}' is immutable: a pass makes a new "
                                  f"node instead of changing one (runtime/plan_ir.py)")
         object.__setattr__(self, name, value)

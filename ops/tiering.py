@@ -37,6 +37,7 @@ def tiered() -> bool:
 
 
 _compiler = None  # one background thread: numba compiles one kernel at a time anyway
+_worker = None  # in_background's thread
 _compiling: dict = {}  # (dispatcher, signature) -> Future
 _compiling_lock = threading.Lock()
 _asked: dict = {}  # (dispatcher, signature) -> calls that found it not compiled yet
@@ -67,21 +68,18 @@ def compiled_for(fn, args: tuple, asked_before: int = 0) -> bool:
             if asked < COMPILE_AFTER_CALLS:
                 return False
             del _asked[(fn, signature)]
-            future = _compiling[(fn, signature)] = _background_thread().submit(
+            future = _compiling[(fn, signature)] = _compile_thread().submit(
                 _compile, fn, signature)
     # done: compiled, or failed, when the caller's own call fails in its words (a fused
     # node then runs its nodes one by one, a segment its steps, from then on)
     return future.done()
 
 
-def _background_thread() -> ThreadPoolExecutor:
+def _compile_thread() -> ThreadPoolExecutor:
     global _compiler
     if _compiler is None:  # under _compiling_lock
         _compiler = ThreadPoolExecutor(1, thread_name_prefix="graphflow-compile")
     return _compiler
-
-
-_worker = None  # in_background's thread
 
 
 def in_background(fn, *args) -> Future:
@@ -91,13 +89,10 @@ def in_background(fn, *args) -> Future:
     :func:`compiles_pending`. For Python work that must not stall a call: a
     shape-specialized plan's passes (runtime/executor.py)."""
     global _worker
+
     def run():
-        _pacing.slice_start = time.perf_counter()
-        try:
-            with switching_often():
-                return fn(*args)
-        finally:
-            del _pacing.slice_start
+        with _paced(BACKGROUND_SHARE), switching_often():
+            return fn(*args)
 
     with _compiling_lock:
         if _worker is None:
@@ -109,22 +104,42 @@ def in_background(fn, *args) -> Future:
 
 
 _other_work: set = set()  # in_background's futures not done
-_pacing = threading.local()  # slice_start: where in_background's work is paced
+_pacing = threading.local()  # (slice start, share) of the work paced on this thread
 
-#: The share of the wall time that background work paced by :func:`pace` takes at most.
-BACKGROUND_SHARE = 0.5
+#: The share of the wall time that a specialized plan's passes take at most (:func:`pace`).
+BACKGROUND_SHARE = 0.25
+
+#: The share for kernel loads: each stalls the members' slower paths while it waits.
+LOADING_SHARE = 0.5
 
 
-def pace() -> None:
-    """A checkpoint of work running :func:`in_background` (a compile pass's end): it
-    sleeps for as long as it worked since the last checkpoint, times
-    ``1 / BACKGROUND_SHARE - 1``, so that the caller, sharing the GIL with it, runs at
-    least at ``1 - BACKGROUND_SHARE / 2`` of its speed. Elsewhere (work done in the
-    call) it does nothing."""
-    start = getattr(_pacing, "slice_start", None)
-    if start is not None:
-        time.sleep((time.perf_counter() - start) * (1 / BACKGROUND_SHARE - 1))
-        _pacing.slice_start = time.perf_counter()
+@contextlib.contextmanager
+def _paced(share: float):
+    _pacing.slice = (time.perf_counter(), share)
+    try:
+        yield
+    finally:
+        del _pacing.slice
+
+
+#: Paced work sleeps once it has worked this long since its last sleep.
+PACE_SLICE_S = 0.001
+
+
+def pace(done: bool = False) -> None:
+    """A checkpoint of paced background work (an op of a pass, a kernel's load): once it
+    has worked :data:`PACE_SLICE_S` since its last sleep (or at the end, ``done``), it
+    sleeps for as long as it worked times ``1 / share - 1``, so that the caller, sharing
+    the GIL with it, keeps at least ``1 - share / 2`` of its speed. Elsewhere (work done
+    in the call) it does nothing, at the cost of one attribute read."""
+    paced = getattr(_pacing, "slice", None)
+    if paced is not None:
+        start, share = paced
+        worked = time.perf_counter() - start
+        if worked >= PACE_SLICE_S or done:
+            time.sleep(worked * (1 / share - 1))
+            _pacing.slice = (time.perf_counter(), share)
+
 
 _standing_in = 0  # runs inside standing_in(), on any thread
 
@@ -159,16 +174,15 @@ def _compile(fn, signature) -> bool:
     by the compile worker (ops/compile_worker.py) and loaded from the disk cache, its
     GIL-holding compile away from the caller's threads; any other here."""
     compile_elsewhere(fn, signature)
-    _pacing.slice_start = time.perf_counter()  # the load (or compile) here holds the GIL
-    try:
-        with switching_often():
-            fn.compile(signature)
-    except Exception as e:  # noqa: BLE001 - the foreground call reports it
-        log.debug("background compile of %s failed: %s", fn, e)
-        return False
-    finally:
-        pace()
-        del _pacing.slice_start
+    with _paced(LOADING_SHARE):  # the load (or a compile here) holds the GIL
+        try:
+            with switching_often():
+                fn.compile(signature)
+        except Exception as e:  # noqa: BLE001 - the foreground call reports it
+            log.debug("background compile of %s failed: %s", fn, e)
+            return False
+        finally:
+            pace(done=True)
     return True
 
 

@@ -168,9 +168,9 @@ class Plan:
         plan = self if plan is None else plan
         plan.buffers.start_run()
         plan.returned.take_back()  # what the caller dropped since: the pool's again
-        if plan is self and self._building:  # standing in for a plan being built
-            with standing_in():
-                fetched = plan._run(feed_values, pool, metadata)
+        if plan is self and self._building:  # standing in for a plan being built: the
+            with standing_in():  # steps one by one (no pool threads beside the build)
+                fetched = plan._run(feed_values, None, metadata)
         else:
             fetched = plan._run(feed_values, pool, metadata)
         plan.returned.hold(fetched)

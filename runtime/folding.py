@@ -26,6 +26,7 @@ from graphflow.graph import Operation, Output
 from graphflow.host_eval import evaluate_on_host
 from graphflow.registry import op_def
 
+from ..ops.tiering import pace
 from .device import Device
 
 #: Outputs larger than this stay computed at run time.
@@ -62,6 +63,7 @@ def fold_constants(ops: list[Operation], fed: Collection[Output], devices: Seque
             continue
         else:
             args = [values[i] for i in inputs]
+        pace()  # built in the background: the caller's share of the GIL
         results = _evaluate(op, args, host, config)
         if results is None:
             continue

@@ -26,6 +26,7 @@ def prune(fetches: Sequence, fed: Collection[Output], subst: dict | None = None)
     subst = subst or {}
     needed: set[Operation] = set()
     stack: list[Operation] = []
+    waits_on: dict[Operation, list[Operation]] = {}  # control_targets, once per control input
     for f in fetches:
         if isinstance(f, Output):
             if f not in fed:
@@ -42,7 +43,10 @@ def prune(fetches: Sequence, fed: Collection[Output], subst: dict | None = None)
             if i not in fed and i.op not in needed:
                 stack.append(i.op)
         for c in op.control_inputs:
-            stack.extend(t for t in control_targets(c, subst, fed) if t not in needed)
+            targets = waits_on.get(c)
+            if targets is None:
+                targets = waits_on[c] = control_targets(c, subst, fed)
+            stack += targets  # the needed ones are skipped when popped
     return sorted(needed, key=lambda op: op.position)
 
 

@@ -15,11 +15,13 @@ pass keeps; :func:`describe` prints an IR (``graphflow inspect --after PASS``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import is_not
 from typing import Callable, Mapping, Sequence
 
 from graphflow.errors import InternalError
 from graphflow.graph import Operation, Output
 
+from ..ops.tiering import pace
 from .passes import control_targets, prune
 
 
@@ -115,14 +117,22 @@ def rewired(ir: PlanIR, new: Mapping[Output, Output], roots: tuple = (),
         node = None if o in fed else copies.get(o.op)
         return o if node is None else node.outputs[o.index]
 
+    waits_on: dict[Operation, list[Operation]] = {}  # control_targets, once per control input
+
+    def targets(c: Operation) -> list[Operation]:
+        found = waits_on.get(c)
+        if found is None:
+            found = waits_on[c] = control_targets(c, new, fed)
+        return found
+
     ops = []
     for op in _needed(ir, new, roots) if needed is None else needed:
+        pace()  # built in the background: the caller's share of the GIL
         inputs = [final(i) for i in op.inputs]
         controls = list(dict.fromkeys(copies.get(t, t) for c in op.control_inputs
-                                      for t in control_targets(c, new, fed)))
-        if any(a is not b for a, b in zip(inputs, op.inputs)) \
-                or len(controls) != len(op.control_inputs) \
-                or any(a is not b for a, b in zip(controls, op.control_inputs)):
+                                      for t in targets(c))) if op.control_inputs else []
+        if any(map(is_not, inputs, op.inputs)) or len(controls) != len(op.control_inputs) \
+                or any(map(is_not, controls, op.control_inputs)):
             copies[op] = _copy(op, inputs, controls)
         ops.append(copies.get(op, op))
     fetches = tuple(final(f) if isinstance(f, Output) else copies.get(f, f) for f in ir.fetches)

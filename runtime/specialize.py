@@ -26,6 +26,7 @@ from graphflow.errors import OpError
 from graphflow.graph import Operation, Output
 from graphflow.shapes import TensorShape
 
+from ..ops.tiering import pace
 from .passes import prune
 from .plan_ir import PlanIR
 
@@ -62,6 +63,7 @@ def specialize(ir: PlanIR, shapes: Sequence[tuple]) -> PlanIR | None:
 
     fed = set(ir.feeds)
     for op in ir.ops:  # in order: each op's inputs are cloned before it
+        pace()  # built in the background: the caller's share of the GIL
         inputs = [value(i) for i in op.inputs]
         controls = [clone_of.get(c, c) for c in op.control_inputs]
         if op not in refined and all(a is b for a, b in zip(inputs, op.inputs)) and \
