@@ -8,23 +8,22 @@ own modules compiles in the compile worker process (ops/compile_worker.py), whic
 fills numba's disk cache; the background thread then only loads it (milliseconds),
 so the caller's GIL is never held by numba's compiler. The first asks of a
 signature compile nothing (:data:`COMPILE_AFTER_CALLS`): a graph run once never
-waits on numba. Other Python work that must not stall a call (a shape-specialized
-plan's passes) runs :func:`in_background`, paced (:func:`pace`) so that the caller
-keeps most of the GIL. ``GRAPHFLOW_TIERED=0`` compiles in the call instead (the tests).
+waits on numba. A load is paced (ops/background.py) so that the caller keeps most of
+the GIL. ``GRAPHFLOW_TIERED=0`` compiles in the call instead (the tests).
 """
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
-import sys
 import threading
-import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
 
+from . import background
+from .background import pace, paced, switching_often
 from .compile_worker import compile_elsewhere, in_disk_cache
 from .jit import kernel
 
@@ -37,7 +36,6 @@ def tiered() -> bool:
 
 
 _compiler = None  # one background thread: numba compiles one kernel at a time anyway
-_worker = None  # in_background's thread
 _compiling: dict = {}  # (dispatcher, signature) -> Future
 _compiling_lock = threading.Lock()
 _asked: dict = {}  # (dispatcher, signature) -> calls that found it not compiled yet
@@ -82,72 +80,13 @@ def _compile_thread() -> ThreadPoolExecutor:
     return _compiler
 
 
-def in_background(fn, *args) -> Future:
-    """``fn(*args)`` on a background thread of its own (one job at a time; not the compile
-    thread, where it would wait behind a cold compile of seconds), with a short switch
-    interval (:func:`switching_often`) and paced (:func:`pace`); pending, it counts in
-    :func:`compiles_pending`. For Python work that must not stall a call: a
-    shape-specialized plan's passes (runtime/executor.py)."""
-    global _worker
-
-    def run():
-        with _paced(BACKGROUND_SHARE), switching_often():
-            return fn(*args)
-
-    with _compiling_lock:
-        if _worker is None:
-            _worker = ThreadPoolExecutor(1, thread_name_prefix="graphflow-background")
-        future = _worker.submit(run)
-        _other_work.add(future)
-    future.add_done_callback(_other_work.discard)
-    return future
-
-
-_other_work: set = set()  # in_background's futures not done
-_pacing = threading.local()  # (slice start, share) of the work paced on this thread
-
-#: The share of the wall time that a specialized plan's passes take at most (:func:`pace`).
-BACKGROUND_SHARE = 0.25
-
-#: The share for kernel loads: each stalls the members' slower paths while it waits.
-LOADING_SHARE = 0.5
-
-
-@contextlib.contextmanager
-def _paced(share: float):
-    _pacing.slice = (time.perf_counter(), share)
-    try:
-        yield
-    finally:
-        del _pacing.slice
-
-
-#: Paced work sleeps once it has worked this long since its last sleep.
-PACE_SLICE_S = 0.001
-
-
-def pace(done: bool = False) -> None:
-    """A checkpoint of paced background work (an op of a pass, a kernel's load): once it
-    has worked :data:`PACE_SLICE_S` since its last sleep (or at the end, ``done``), it
-    sleeps for as long as it worked times ``1 / share - 1``, so that the caller, sharing
-    the GIL with it, keeps at least ``1 - share / 2`` of its speed. Elsewhere (work done
-    in the call) it does nothing, at the cost of one attribute read."""
-    paced = getattr(_pacing, "slice", None)
-    if paced is not None:
-        start, share = paced
-        worked = time.perf_counter() - start
-        if worked >= PACE_SLICE_S or done:
-            time.sleep(worked * (1 / share - 1))
-            _pacing.slice = (time.perf_counter(), share)
-
-
 _standing_in = 0  # runs inside standing_in(), on any thread
 
 
 @contextlib.contextmanager
 def standing_in():
     """A run of a plan that another replaces soon (a general plan while its
-    shape-specialized plan is built): the kernels it asks for are not asked for by the
+    shape-specialized plan is built): the kernels it asks for are not those of the
     plan that will run, so its asks start no compile (nor count towards one)."""
     global _standing_in
     with _compiling_lock:
@@ -157,6 +96,11 @@ def standing_in():
     finally:
         with _compiling_lock:
             _standing_in -= 1
+
+
+#: The share of the wall time kernel loads take at most (ops/background.py's ``pace``):
+#: more than the specialized plans' passes, as each load keeps a slower path running.
+LOADING_SHARE = 0.5
 
 
 def _signature(fn, args: tuple) -> tuple:
@@ -174,7 +118,7 @@ def _compile(fn, signature) -> bool:
     by the compile worker (ops/compile_worker.py) and loaded from the disk cache, its
     GIL-holding compile away from the caller's threads; any other here."""
     compile_elsewhere(fn, signature)
-    with _paced(LOADING_SHARE):  # the load (or a compile here) holds the GIL
+    with paced(LOADING_SHARE):  # the load (or a compile here) holds the GIL
         try:
             with switching_often():
                 fn.compile(signature)
@@ -186,45 +130,12 @@ def _compile(fn, signature) -> bool:
     return True
 
 
-#: The interpreter's thread switch interval while a kernel loads (Python's default is 5 ms).
-LOADING_SWITCH_INTERVAL_S = 0.0002
-
-
-_switching = 0  # threads inside switching_often()
-_switching_lock = threading.Lock()
-_usual_interval = sys.getswitchinterval()
-
-
-@contextlib.contextmanager
-def switching_often():
-    """Background work beside a caller busy in Python: a short switch interval lets the
-    two take turns quickly. Loading a cached kernel is hundreds of short calls into
-    LLVM, each of which releases the GIL; beside a caller busy in Python each then
-    waits out the caller's switch interval to get it back (a 1000-node chain's segment
-    took 5 s to load so, its steps run one by one meanwhile). And a plan's passes on the
-    background thread (runtime/executor.py) would hold the GIL for whole intervals
-    while the caller's run waits to hand a kernel's result on. Threads may nest it: the
-    usual interval comes back when the last one leaves."""
-    global _switching, _usual_interval
-    with _switching_lock:
-        if _switching == 0:
-            _usual_interval = sys.getswitchinterval()
-            sys.setswitchinterval(min(_usual_interval, LOADING_SWITCH_INTERVAL_S))
-        _switching += 1
-    try:
-        yield
-    finally:
-        with _switching_lock:
-            _switching -= 1
-            if _switching == 0:
-                sys.setswitchinterval(_usual_interval)
-
-
 def compiles_pending() -> int:
     """How many background compiles have been asked for and are not done (a benchmark
     waits for none before it times a steady state)."""
     with _compiling_lock:
-        return sum(not future.done() for future in _compiling.values()) + len(_other_work)
+        compiling = sum(not future.done() for future in _compiling.values())
+    return compiling + background.pending()
 
 
 class Tiered:

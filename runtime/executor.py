@@ -32,8 +32,9 @@ from .pipeline import compile_ir
 from .plan_ir import PlanIR
 from .blas_threads import bound_blas_threads, run_blas_threads
 from .branches import blas_threads as branch_blas_threads, branch_groups, group_runner
+from ..ops.background import in_background, pace
 from ..ops.codegen import GeneratedCode, load_python, used_code
-from ..ops.tiering import in_background, pace, standing_in, tiered
+from ..ops.tiering import standing_in, tiered
 from .run_modes import RunModes
 from .specialize import MAX_SIGHTINGS, MAX_SPECIALIZED, NotSpecializable, needs_specializing
 from .segments import build_segments

@@ -26,7 +26,7 @@ from graphflow.graph import Operation, Output
 from graphflow.host_eval import evaluate_on_host
 from graphflow.registry import op_def
 
-from ..ops.tiering import pace
+from ..ops.background import pace
 from .device import Device
 
 #: Outputs larger than this stay computed at run time.

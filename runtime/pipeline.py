@@ -15,7 +15,7 @@ from typing import Sequence
 
 from graphflow.graph import Output
 
-from ..ops.tiering import pace
+from ..ops.background import pace
 
 from . import (control_flow, folding, fusion, gather_partition, gather_reduce,
                partition_stitch, product_sum, simplify, stitch_reduce)

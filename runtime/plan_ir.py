@@ -21,7 +21,7 @@ from typing import Callable, Mapping, Sequence
 from graphflow.errors import InternalError
 from graphflow.graph import Operation, Output
 
-from ..ops.tiering import pace
+from ..ops.background import pace
 from .passes import control_targets, prune
 
 

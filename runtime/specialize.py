@@ -26,7 +26,7 @@ from graphflow.errors import OpError
 from graphflow.graph import Operation, Output
 from graphflow.shapes import TensorShape
 
-from ..ops.tiering import pace
+from ..ops.background import pace
 from .passes import prune
 from .plan_ir import PlanIR
 

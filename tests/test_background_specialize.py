@@ -1,5 +1,5 @@
 """A shape-specialized plan is built on a background thread (runtime/executor.py,
-``in_background`` in ops/tiering.py) while the general plan runs the calls: building it
+ops/background.py) while the general plan runs the calls: building it
 never stalls a call. The general plan's runs meanwhile start no compile (its kernels
 are not the ones that will run), and what goes wrong in the build leaves the general
 plan running, in its words."""
@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 
 import graphflow as gf
-from graphflow.ops import tiering
+from graphflow.ops import background, tiering
 from graphflow.runtime import executor
 
 
 @pytest.fixture
-def tiered(monkeypatch, tmp_path):
+def tiered(monkeypatch):
+    """Tiered compilation on, with the suite's kernel cache (a compile worker started
+    with another cache folder would fill that one for the rest of the session)."""
     monkeypatch.setenv("GRAPHFLOW_TIERED", "1")
-    monkeypatch.setenv("GRAPHFLOW_CACHE_DIR", str(tmp_path))
 
 
 def _wait_for_background(deadline_s: float = 120) -> None:
@@ -116,28 +117,28 @@ def test_a_run_standing_in_starts_no_compile(tiered):
 
 def test_background_work_is_paced_to_its_share(monkeypatch):
     slept = []
-    monkeypatch.setattr(tiering.time, "sleep", slept.append)
+    monkeypatch.setattr(background.time, "sleep", slept.append)
 
     def work():
         end = time.perf_counter() + 0.02
         while time.perf_counter() < end:
             pass
-        tiering.pace()
+        background.pace()
         return "done"
 
-    assert tiering.in_background(work).result(timeout=60) == "done"
+    assert background.in_background(work).result(timeout=60) == "done"
     (pause,) = slept
-    assert pause >= 0.02 * (1 / tiering.BACKGROUND_SHARE - 1) * 0.99
-    tiering.pace()  # on the caller's thread: nothing
+    assert pause >= 0.02 * (1 / background.BACKGROUND_SHARE - 1) * 0.99
+    background.pace()  # on the caller's thread: nothing
     assert len(slept) == 1
 
 
 def test_short_switch_intervals_nest_across_threads():
     usual = sys.getswitchinterval()
-    first, second = tiering.switching_often(), tiering.switching_often()
+    first, second = background.switching_often(), background.switching_often()
     first.__enter__()
     second.__enter__()
     first.__exit__(None, None, None)  # left first, while the other is still inside
-    assert sys.getswitchinterval() <= tiering.LOADING_SWITCH_INTERVAL_S
+    assert sys.getswitchinterval() <= background.SWITCH_INTERVAL_S
     second.__exit__(None, None, None)
     assert sys.getswitchinterval() == usual
