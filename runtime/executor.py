@@ -169,13 +169,22 @@ class Plan:
         plan = self if plan is None else plan
         plan.buffers.start_run()
         plan.returned.take_back()  # what the caller dropped since: the pool's again
-        if plan is self and self._building:  # standing in for a plan being built: the
-            with standing_in():  # steps one by one (no pool threads beside the build)
-                fetched = plan._run(feed_values, None, metadata)
+        if plan is self and self._building:  # standing in for a plan being built
+            with standing_in():
+                fetched = self._stand_in(feed_values, metadata)
         else:
             fetched = plan._run(feed_values, pool, metadata)
         plan.returned.hold(fetched)
         return fetched
+
+    def _stand_in(self, feed_values: Sequence, metadata: RunMetadata | None) -> list:
+        """A call while the specialized plan is built: serial, on the calling thread (pool
+        threads would share the GIL three ways with the build), releasing each value
+        after its last reader as a serial run does."""
+        if metadata is not None or not self.parallel:
+            return self._run(feed_values, None, metadata)
+        self._bound_blas("serial")
+        return self._serial_function()(feed_values)
 
     def _for_shapes(self, feed_values: Sequence) -> "Plan | None":
         """The plan specialized for the feeds' shapes, when there is (or should now be) one."""

@@ -142,3 +142,26 @@ def test_short_switch_intervals_nest_across_threads():
     assert sys.getswitchinterval() <= background.SWITCH_INTERVAL_S
     second.__exit__(None, None, None)
     assert sys.getswitchinterval() == usual
+
+
+def test_a_parallel_plan_stands_in_serially_with_its_values(tiered, scope):
+    """A plan that runs its heavy steps on the pool stands in on the calling thread (its
+    straight-line function, which releases each value after its last reader)."""
+    rng = np.random.default_rng(0)
+    w1, w2 = (rng.standard_normal((512, 512)).astype(np.float32) for _ in range(2))
+    x = scope.placeholder(gf.float32, shape=[None, 512])
+    y = scope.add(scope.reduce_sum(scope.relu(scope.matmul(x, w1))),
+                  scope.reduce_sum(scope.relu(scope.matmul(x, w2))))
+    v = rng.standard_normal((512, 512)).astype(np.float32)
+    want = np.maximum(v @ w1, 0).sum() + np.maximum(v @ w2, 0).sum()
+    with gf.Session(scope.graph, gf.SessionConfig(inter_op_threads=2)) as sess:
+        f = sess.make_callable(y, [x])
+        plan = sess._plan([y], [x])
+        assert plan.parallel and plan._serial is None
+        for _ in range(2):
+            np.testing.assert_allclose(f(v), want, rtol=1e-4)
+        assert plan._serial is not None and plan.specialized == {}  # call 2 stood in
+        _wait_for_background()
+        for _ in range(3):
+            np.testing.assert_allclose(f(v), want, rtol=1e-4)
+        assert len(plan.specialized) == 1
