@@ -110,6 +110,9 @@ def _cast(array: np.ndarray, dtype: DType, name: str, python_value: Any = None) 
     Session requires of them; numpy scalars in a list are cast as numpy casts them."""
     np_dtype = dtype.as_numpy_dtype
     source = array
+    if python_value is not None and np_dtype.kind in "iu" and array.dtype.kind in "fO" \
+            and _has_wide_python_int(python_value):
+        return _cast_leaves(python_value, source, dtype, name)
     try:
         with np.errstate(all="ignore"):  # NaN or overflow into an integer: undefined, quietly
             cast = _complex_to_real(array, np_dtype) if array.dtype.kind == "c" \
@@ -121,6 +124,26 @@ def _cast(array: np.ndarray, dtype: DType, name: str, python_value: Any = None) 
     if (python_value is not None and source.dtype.kind in "iufO"  # [0, 2**63] is float64
             and _changed(cast, source) and _python_ints_inexact(python_value, np_dtype)):
         raise _inexact_int(source, dtype, name)
+    cast.flags.writeable = False
+    return cast
+
+
+def _has_wide_python_int(value: Any) -> bool:
+    """Whether a Python int among ``value``'s leaves is past float64's 53 bits."""
+    return any(_is_python_int(leaf) and abs(leaf) > 2 ** 53 for leaf in leaves(value))
+
+
+def _cast_leaves(value: Any, source: np.ndarray, dtype: DType, name: str) -> np.ndarray:
+    """A list whose Python ints numpy made float64 of (``[2**63 + 1, np.int64(0)]``:
+    the numpy int takes it off uint64), cast leaf by leaf into the integer ``dtype``: a
+    Python int exactly or not at all, numpy's numbers as numpy casts them."""
+    try:
+        with np.errstate(all="ignore"):
+            cast = np.array(value, dtype=dtype.as_numpy_dtype)
+    except OverflowError as e:  # a Python int the dtype cannot hold
+        raise _inexact_int(source, dtype, name, e) from None
+    except (ValueError, TypeError) as e:
+        raise InvalidArgumentError(f"Cannot feed value for Tensor '{name}': {e}") from None
     cast.flags.writeable = False
     return cast
 

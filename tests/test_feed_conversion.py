@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -199,6 +199,8 @@ def test_python_ints_must_be_held_exactly(feed_session, value, target):
 
 @given(ints=st.lists(st.integers(-2 ** 70, 2 ** 70), min_size=1, max_size=4),
        target=st.sampled_from([t for t in NUMERIC if not t.is_complex and t != gf.bool]))
+@example(ints=[0, 2 ** 63 + 1], target=gf.uint64)  # numpy makes float64 of the list
+@example(ints=[2 ** 62 + 1, -3], target=gf.int64)
 def test_only_python_ints_are_held_exactly_numpy_ints_in_a_list_are_cast(
         feed_session, ints, target):
     """A numpy int in a list is cast as numpy casts it (as TF1 does), next to Python ints
