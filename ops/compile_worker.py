@@ -61,6 +61,7 @@ class _Worker:
             [sys.executable, "-m", "graphflow.ops.compile_worker"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=root)
         self.lock = threading.Lock()
+        self.cache_dir = jit.cache_dir()  # the folder it fills, fixed when it started
 
     def compile(self, path: str, function: str, signature: tuple) -> tuple[bool, str]:
         with self.lock:
@@ -72,7 +73,8 @@ class _Worker:
 
     def close(self) -> None:
         try:
-            self.process.stdin.close()
+            with self.lock:  # after the request in flight, if any
+                self.process.stdin.close()
             self.process.wait(timeout=5)
         except Exception:  # noqa: BLE001 - leaving: a worker that hangs is killed
             self.process.kill()
@@ -93,6 +95,9 @@ def busy() -> bool:
 def _the_worker() -> _Worker | None:
     global _worker, _broken
     with _worker_lock:
+        if _worker is not None and _worker.cache_dir != jit.cache_dir():
+            _worker.close()  # the kernel cache moved (GRAPHFLOW_CACHE_DIR): a worker for it
+            _worker = None
         if _worker is None and not _broken:
             try:
                 _worker = _Worker()
