@@ -7,24 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from support.plan_steps import bits, step_types
+from support.plan_steps import bits, run_calls
 from support.segments import segments_of
 
 import graphflow as gf
 from graphflow.ops import product_sum, tiering
 
 CALLS = 3  # the 3rd call runs after the compile (segments: compiled at the 2nd)
-
-
-def _run(build, feeds: list, optimize: bool = True):
-    """(each call's results, the step types of every plan made) for ``build(scope) ->
-    (fetches, placeholders)`` fed ``feeds`` CALLS times."""
-    s = gf.Scope(gf.Graph())
-    fetches, placeholders = build(s)
-    with gf.Session(s.graph, gf.SessionConfig(optimize=optimize)) as sess:
-        f = sess.make_callable(fetches, placeholders)
-        results = [bits(f(*feeds)) for _ in range(CALLS)]
-        return results, step_types(sess)
 
 
 def _dot(shape, dtype, axis=-1, keep_dims=False, fetch_product=False, other_reader=False):
@@ -58,8 +47,8 @@ SHAPES = [(5, 1), (5, 7), (5, 8), (3, 64), (6, 127), (4, 128), (4, 129), (2, 300
 def test_fused_gives_the_graphs_bits(shape, dtype):
     rng = np.random.default_rng(len(shape) * 1000 + sum(shape))
     feeds = [_values(shape, dtype, rng, special=True), _values(shape, dtype, rng)]
-    fast, types = _run(_dot(shape, dtype), feeds)
-    slow, _ = _run(_dot(shape, dtype), feeds, optimize=False)
+    fast, types = run_calls(_dot(shape, dtype), feeds)
+    slow, _ = run_calls(_dot(shape, dtype), feeds, optimize=False)
     assert fast == slow
     assert "_ProductSum" in types and "Mul" not in types
 
@@ -69,8 +58,8 @@ def test_the_last_axis_however_written(axis, keep_dims):
     rng = np.random.default_rng(3)
     feeds = [_values((4, 9), gf.float32, rng), _values((4, 9), gf.float32, rng)]
     build = _dot((4, 9), gf.float32, axis=axis, keep_dims=keep_dims)
-    fast, types = _run(build, feeds)
-    assert fast == _run(build, feeds, optimize=False)[0]
+    fast, types = run_calls(build, feeds)
+    assert fast == run_calls(build, feeds, optimize=False)[0]
     assert "_ProductSum" in types
 
 
@@ -81,8 +70,8 @@ def test_not_fused_where_the_pattern_does_not_hold(case):
     rng = np.random.default_rng(4)
     feeds = [_values((4, 9), gf.float64, rng), _values((4, 9), gf.float64, rng)]
     build = _dot((4, 9), gf.float64, **case)
-    fast, types = _run(build, feeds)
-    assert fast == _run(build, feeds, optimize=False)[0]
+    fast, types = run_calls(build, feeds)
+    assert fast == run_calls(build, feeds, optimize=False)[0]
     assert "_ProductSum" not in types
 
 
@@ -95,8 +84,8 @@ def test_broadcast_and_integer_products_are_left_alone():
     rng = np.random.default_rng(5)
     feeds = [_values((3, 6), gf.float32, rng), _values((3, 1), gf.float32, rng),
              rng.integers(-9, 9, (3, 6)).astype(np.int32)]
-    fast, types = _run(build, feeds)
-    assert fast == _run(build, feeds, optimize=False)[0]
+    fast, types = run_calls(build, feeds)
+    assert fast == run_calls(build, feeds, optimize=False)[0]
     assert "_ProductSum" not in types
 
 
@@ -105,8 +94,8 @@ def test_before_its_loop_is_compiled_the_nodes_give_the_same_bits(monkeypatch):
     monkeypatch.setattr(tiering.Tiered, "ready", lambda self, *args: False)
     rng = np.random.default_rng(6)
     feeds = [_values((50, 64), gf.float32, rng), _values((50, 64), gf.float32, rng)]
-    fast, types = _run(_dot((50, 64), gf.float32), feeds)
-    assert fast == _run(_dot((50, 64), gf.float32), feeds, optimize=False)[0]
+    fast, types = run_calls(_dot((50, 64), gf.float32), feeds)
+    assert fast == run_calls(_dot((50, 64), gf.float32), feeds, optimize=False)[0]
     assert "_ProductSum" in types
 
 
@@ -130,7 +119,7 @@ def test_inside_a_compiled_segment(monkeypatch):
         fast = [bits(f(*feeds)) for _ in range(CALLS)]
         segments = segments_of(sess)
         assert any("product_rows" in (seg.source or "") and seg.runs for seg in segments)
-    assert fast == _run(build, feeds, optimize=False)[0]
+    assert fast == run_calls(build, feeds, optimize=False)[0]
 
 
 @settings(max_examples=60, deadline=None)

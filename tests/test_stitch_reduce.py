@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from support.plan_steps import bits, step_types
+from support.plan_steps import bits, run_calls
 
 import graphflow as gf
 from graphflow.ops import fused_elementwise, stitch_reduce
@@ -59,15 +59,6 @@ def _feeds(dtype, experts, width, tokens, k, scale, rng, negative_tokens=0):
             (rng.normal(size=(experts, width, width)) / width).astype(np_type)]
 
 
-def _run(build, feeds, optimize: bool = True, calls: int = CALLS):
-    s = gf.Scope(gf.Graph())
-    fetches, placeholders = build(s)
-    with gf.Session(s.graph, gf.SessionConfig(optimize=optimize)) as sess:
-        f = sess.make_callable(fetches, placeholders)
-        results = [bits(f(*feeds)) for _ in range(calls)]
-        return results, step_types(sess)
-
-
 #: what fuses per scale: a column's gradient is a row-wise dot (_ProductSum); a full or
 #: one-element scale's is a plain product or a total sum, which read the merged rows
 #: (they stay, and so do the nodes around them); without a scale the gradient picks the
@@ -82,8 +73,8 @@ def test_fused_gives_the_graphs_bits(dtype, scale, scale_first):
     rng = np.random.default_rng(7)
     feeds = _feeds(dtype, 4, 8, 37, 2, scale, rng)
     build = _moe(dtype, 4, 8, scale, scale_first)
-    fast, types = _run(build, feeds)
-    slow, _ = _run(build, feeds, optimize=False)
+    fast, types = run_calls(build, feeds)
+    slow, _ = run_calls(build, feeds, optimize=False)
     assert fast == slow
     assert FUSED & set(types) == FUSES[scale]
     assert ("DynamicStitch" in types) == (not FUSES[scale])
@@ -102,8 +93,8 @@ def test_any_routing_gives_the_graphs_bits(experts, k, tokens, width, negatives,
     feeds = _feeds(gf.float32, experts, width, tokens, k, "column", rng,
                    negative_tokens=min(negatives, tokens * k))
     build = _moe(gf.float32, experts, width)
-    fast, _ = _run(build, feeds)
-    slow, _ = _run(build, feeds, optimize=False)
+    fast, _ = run_calls(build, feeds)
+    slow, _ = run_calls(build, feeds, optimize=False)
     assert fast == slow
 
 
@@ -111,12 +102,12 @@ def test_covered_calls_run_the_loops_not_the_members(monkeypatch):
     """Every call of a valid routing runs the fused loops (the members would raise)."""
     rng = np.random.default_rng(9)
     feeds = _feeds(gf.float32, 5, 6, 30, 2, "column", rng)
-    slow, _ = _run(_moe(gf.float32, 5, 6), feeds, optimize=False)
+    slow, _ = run_calls(_moe(gf.float32, 5, 6), feeds, optimize=False)
 
     def no_members(*args):
         raise AssertionError("a covered call ran the members")
     monkeypatch.setattr(fused_elementwise, "members_runner", no_members)
-    fast, types = _run(_moe(gf.float32, 5, 6), feeds, calls=5)
+    fast, types = run_calls(_moe(gf.float32, 5, 6), feeds, calls=5)
     assert fast == slow + slow[:2] and FUSED <= set(types)
 
 
@@ -180,8 +171,8 @@ def test_a_stitch_that_is_not_a_permutation_runs_its_members():
                  rng.normal(size=(len(a), 3)).astype(np.float32),
                  rng.normal(size=(len(b), 3)).astype(np.float32),
                  (np.arange(rows) % 2).astype(np.int32)]
-        fast, types = _run(build, feeds)
-        slow, _ = _run(build, feeds, optimize=False)
+        fast, types = run_calls(build, feeds)
+        slow, _ = run_calls(build, feeds, optimize=False)
         assert fast == slow
         assert "_StitchSegmentSum" in types
 
@@ -190,8 +181,8 @@ def test_not_fused_where_the_merged_rows_are_fetched():
     rng = np.random.default_rng(6)
     feeds = _feeds(gf.float32, 3, 4, 9, 2, "column", rng)
     build = _moe(gf.float32, 3, 4, fetch_merged=True)
-    fast, types = _run(build, feeds)
-    slow, _ = _run(build, feeds, optimize=False)
+    fast, types = run_calls(build, feeds)
+    slow, _ = run_calls(build, feeds, optimize=False)
     assert fast == slow
     assert "DynamicStitch" in types and "_StitchSegmentSum" not in types \
         and "_StitchProductSum" not in types
@@ -203,12 +194,12 @@ def test_parallel_stitch_and_before_the_loops_compile(monkeypatch):
     rng = np.random.default_rng(8)
     feeds = _feeds(gf.float64, 3, 5, 11, 2, "column", rng)
     build = _moe(gf.float64, 3, 5, stitch="parallel_dynamic_stitch")
-    slow, _ = _run(build, feeds, optimize=False)
-    fast, types = _run(build, feeds)
+    slow, _ = run_calls(build, feeds, optimize=False)
+    fast, types = run_calls(build, feeds)
     assert fast == slow and FUSED <= set(types)
     for loop in ("_SUM", "_PRODUCTS", "_SCALED"):
         monkeypatch.setattr(stitch_reduce, loop, _NotCompiled())
-    members, types = _run(build, feeds)
+    members, types = run_calls(build, feeds)
     assert members == slow and FUSED <= set(types)
 
 
