@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Collection, Sequence
+from typing import Callable, Collection, Sequence
 
 from graphflow.errors import InvalidArgumentError
 from graphflow.graph import Operation, Output
@@ -26,7 +26,7 @@ def prune(fetches: Sequence, fed: Collection[Output], subst: dict | None = None)
     subst = subst or {}
     needed: set[Operation] = set()
     stack: list[Operation] = []
-    waits_on: dict[Operation, list[Operation]] = {}  # control_targets, once per control input
+    targets = waits_on(subst, fed)
     for f in fetches:
         if isinstance(f, Output):
             if f not in fed:
@@ -43,11 +43,22 @@ def prune(fetches: Sequence, fed: Collection[Output], subst: dict | None = None)
             if i not in fed and i.op not in needed:
                 stack.append(i.op)
         for c in op.control_inputs:
-            targets = waits_on.get(c)
-            if targets is None:
-                targets = waits_on[c] = control_targets(c, subst, fed)
-            stack += targets  # the needed ones are skipped when popped
+            stack += targets(c)  # the needed ones are skipped when popped
     return sorted(needed, key=lambda op: op.position)
+
+
+def waits_on(subst: dict, fed: Collection[Output]) -> Callable[[Operation], list[Operation]]:
+    """:func:`control_targets` under one substitution, worked out once per control input
+    (a gradient's updates wait on the same products: 884 edges on 284 ops in an MoE step,
+    walked by every prune and rewire)."""
+    found: dict[Operation, list[Operation]] = {}
+
+    def targets(c: Operation) -> list[Operation]:
+        known = found.get(c)
+        if known is None:
+            known = found[c] = control_targets(c, subst, fed)
+        return known
+    return targets
 
 
 def control_targets(c: Operation, subst: dict, fed: Collection[Output]) -> list[Operation]:

@@ -16,7 +16,6 @@ from typing import Sequence
 from graphflow.graph import Output
 
 from ..ops.background import pace
-
 from . import (control_flow, folding, fusion, gather_partition, gather_reduce,
                partition_stitch, product_sum, simplify, stitch_reduce)
 from .passes import require_feeds

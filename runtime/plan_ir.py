@@ -22,7 +22,7 @@ from graphflow.errors import InternalError
 from graphflow.graph import Operation, Output
 
 from ..ops.background import pace
-from .passes import control_targets, prune
+from .passes import prune, waits_on
 
 
 @dataclass(frozen=True)
@@ -117,14 +117,7 @@ def rewired(ir: PlanIR, new: Mapping[Output, Output], roots: tuple = (),
         node = None if o in fed else copies.get(o.op)
         return o if node is None else node.outputs[o.index]
 
-    waits_on: dict[Operation, list[Operation]] = {}  # control_targets, once per control input
-
-    def targets(c: Operation) -> list[Operation]:
-        found = waits_on.get(c)
-        if found is None:
-            found = waits_on[c] = control_targets(c, new, fed)
-        return found
-
+    targets = waits_on(new, fed)
     ops = []
     for op in _needed(ir, new, roots) if needed is None else needed:
         pace()  # built in the background: the caller's share of the GIL

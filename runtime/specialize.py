@@ -13,9 +13,9 @@ second time (while among the last ``MAX_SIGHTINGS`` seen once) gets its own plan
 up to ``MAX_SPECIALIZED`` signatures per plan;
 after that, new signatures run the general plan (shapes that keep changing would
 only pay for compiling). With tiered compilation on (the default) the plan is built
-on a background thread while the general plan runs the calls (docs/runtime.md). A signature whose re-inference fails (a shape rule
-refuses the fed shapes) runs the general plan, which reports the error as it
-always did.
+on a background thread while the general plan runs the calls (docs/runtime.md). A
+signature whose re-inference fails (a shape rule refuses the fed shapes) runs the
+general plan, which reports the error as it always did.
 """
 from __future__ import annotations
 
