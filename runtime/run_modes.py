@@ -35,7 +35,8 @@ WARMUP_CALLS = 2
 SAMPLES = 5
 
 #: Calls after which a plan still undecided (its segments never became ready) decides
-#: on what it has measured.
+#: on what it has measured, once each mode has a timed call (timed from then on even
+#: beside background compiles).
 MAX_MEASURED_CALLS = 64
 
 #: After the choice, one call in this many runs the other mode, timed.
@@ -84,10 +85,14 @@ class RunModes:
             self._calls += 1
             if self._calls <= WARMUP_CALLS:
                 return "parallel", False
-            if self._calls > MAX_MEASURED_CALLS:
-                self._decide()
-                return self.choice, False
             mode = "serial" if self._calls % 2 else "parallel"
+            if self._calls > MAX_MEASURED_CALLS:
+                if all(self._times.values()):
+                    self._decide()
+                    return self.choice, False
+                # background work that outlasts the calls: timed beside it, rather than a
+                # choice made on nothing (it was parallel: the MoE step's slower mode)
+                return mode, mode == "parallel" or serial_ready
             # a call beside a background compile (a core and the GIL shared) is not timed
             return mode, (mode == "parallel" or serial_ready) and not compiles_pending()
 

@@ -431,6 +431,21 @@ def test_a_wrong_mode_choice_is_undone_once_the_other_mode_is_faster(monkeypatch
     assert modes.choice == "serial"
 
 
+def test_background_work_that_outlasts_the_measurement_still_gets_a_measured_choice(
+        monkeypatch):
+    """Calls beside background compiles are not timed; past MAX_MEASURED_CALLS they are,
+    so the choice rests on times (serial here), never on none."""
+    from graphflow.runtime import run_modes
+    monkeypatch.delenv("GRAPHFLOW_RUN_MODE", raising=False)
+    monkeypatch.setattr(run_modes, "compiles_pending", lambda: 1)  # never done
+    modes = run_modes.RunModes()
+    speed = {"serial": 0.010, "parallel": 0.015}
+    _drive(modes, speed.get, run_modes.MAX_MEASURED_CALLS)
+    assert modes.choice is None and not any(modes.measured.values())
+    _drive(modes, speed.get, 2 * run_modes.SAMPLES + 2)
+    assert modes.choice == "serial"
+
+
 @pytest.mark.parametrize("forced", ["", "serial", "parallel"])
 def test_a_parallel_plan_measures_its_modes_and_keeps_the_bits(monkeypatch, forced):
     """A plan that could run in parallel times both modes after its warm-up calls and
